@@ -1,0 +1,31 @@
+import { Module, type DynamicModule } from '@nestjs/common';
+import { APP_FILTER } from '@nestjs/core';
+import { ScheduleModule } from '@nestjs/schedule';
+import { AllExceptionsFilter } from './common/all-exceptions.filter.js';
+import type { AppConfig } from './config/app-config.js';
+import { ConfigModule } from './config/config.module.js';
+import { DatabaseModule } from './database/database.module.js';
+import { HealthModule } from './health/health.module.js';
+import { InstancesModule } from './instances/instances.module.js';
+import { LifecycleModule } from './lifecycle/lifecycle.module.js';
+import { MetricsModule } from './metrics/metrics.module.js';
+
+/** Composition root. The validated config comes in from main.ts (or a test) with DATABASE_URL resolved. */
+@Module({})
+export class AppModule {
+  static forRoot(config: AppConfig): DynamicModule {
+    return {
+      module: AppModule,
+      imports: [
+        ConfigModule.forRoot(config),
+        LifecycleModule,
+        MetricsModule,
+        DatabaseModule,
+        ScheduleModule.forRoot(),
+        HealthModule,
+        InstancesModule,
+      ],
+      providers: [{ provide: APP_FILTER, useClass: AllExceptionsFilter }],
+    };
+  }
+}

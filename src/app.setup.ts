@@ -1,0 +1,111 @@
+import type { INestApplication } from '@nestjs/common';
+import { Logger } from '@nestjs/common';
+import express, { type NextFunction, type Request, type Response } from 'express';
+import { randomUUID } from 'node:crypto';
+import { AppConfig } from './config/app-config.js';
+import { LifecycleService } from './lifecycle/lifecycle.service.js';
+import { requestContext } from './logging/request-context.js';
+import { MetricsService } from './metrics/metrics.service.js';
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+function isMcpPath(req: Request): boolean {
+  return req.path === '/mcp' || req.path.startsWith('/mcp/');
+}
+
+/** Errors that happen before any route runs still answer in the dialect the client speaks. */
+function sendEdgeError(
+  req: Request,
+  res: Response,
+  status: number,
+  jsonRpcCode: number,
+  message: string,
+): void {
+  if (isMcpPath(req)) {
+    res.status(status).json({ jsonrpc: '2.0', id: null, error: { code: jsonRpcCode, message } });
+  } else {
+    res.status(status).json({ statusCode: status, message });
+  }
+}
+
+/**
+ * The HTTP pipeline shared by main.ts and the e2e tests, so tests exercise exactly what production runs:
+ * correlation ids, request accounting for graceful drain, metrics, body limits and JSON error bodies.
+ * The app must be created with `bodyParser: false`.
+ */
+export function configureApp(app: INestApplication): void {
+  const config = app.get(AppConfig);
+  const lifecycle = app.get(LifecycleService);
+  const metrics = app.get(MetricsService);
+  const access = new Logger('HTTP');
+
+  const server = app.getHttpAdapter().getInstance() as express.Express;
+  server.disable('x-powered-by');
+  server.set('trust proxy', false);
+
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    const incoming = req.header('x-request-id');
+    const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    res.setHeader('x-request-id', requestId);
+    const started = process.hrtime.bigint();
+    lifecycle.requestStarted();
+    let done = false;
+    const finish = (): void => {
+      if (done) return;
+      done = true;
+      lifecycle.requestFinished();
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      const route = (req.route as { path?: string } | undefined)?.path;
+      metrics.observeHttp(req.method, route ?? 'unmatched', res.statusCode, seconds);
+      requestContext.run({ requestId }, () =>
+        access.debug(`${req.method} ${route ?? req.path} ${res.statusCode} ${(seconds * 1000).toFixed(1)}ms`),
+      );
+    };
+    res.once('finish', finish);
+    res.once('close', finish);
+    requestContext.run({ requestId }, () => {
+      if (lifecycle.draining && isMcpPath(req)) {
+        res.setHeader('Connection', 'close');
+        res.setHeader('Retry-After', '5');
+        sendEdgeError(req, res, 503, -32000, 'Server is shutting down; retry on another instance');
+        return;
+      }
+      next();
+    });
+  });
+
+  const json = express.json({
+    limit: config.bodyLimitBytes,
+    type: ['application/json', 'application/*+json'],
+    // JSON-RPC must tell a primitive body (Invalid Request) from unparsable text (Parse error).
+    strict: false,
+  });
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    json(req, res, (err?: unknown) => {
+      if (!err) return next();
+      const type = (err as { type?: string }).type;
+      if (type === 'entity.too.large') {
+        return sendEdgeError(
+          req,
+          res,
+          413,
+          -32600,
+          `Request body exceeds the ${config.HTTP_BODY_LIMIT} limit`,
+        );
+      }
+      if (type === 'entity.parse.failed')
+        return sendEdgeError(req, res, 400, -32700, 'Parse error: malformed JSON');
+      if (type === 'encoding.unsupported' || type === 'charset.unsupported') {
+        return sendEdgeError(req, res, 415, -32600, 'Unsupported content encoding or charset');
+      }
+      return sendEdgeError(req, res, 400, -32600, 'Unreadable request body');
+    });
+  });
+
+  if (config.CORS_ORIGINS.length > 0) {
+    app.enableCors({
+      origin: config.CORS_ORIGINS,
+      exposedHeaders: ['Mcp-Session-Id', 'x-request-id', 'WWW-Authenticate'],
+    });
+  }
+}

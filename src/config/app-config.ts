@@ -1,0 +1,119 @@
+import { Transform } from 'class-transformer';
+import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Matches, Max, Min } from 'class-validator';
+
+/**
+ * The whole environment schema. Every variable the service reads is declared here, once, with its
+ * default; nothing else in the code reads process.env. README's configuration table mirrors this class.
+ */
+
+const toInt = ({ value }: { value: unknown }): unknown =>
+  typeof value === 'string' && /^-?\d+$/.test(value.trim()) ? Number(value.trim()) : value;
+
+const toBool = ({ value }: { value: unknown }): unknown => {
+  if (typeof value !== 'string') return value;
+  const v = value.trim().toLowerCase();
+  if (['true', '1', 'yes', 'on'].includes(v)) return true;
+  if (['false', '0', 'no', 'off'].includes(v)) return false;
+  return value;
+};
+
+const toList = ({ value }: { value: unknown }): unknown =>
+  typeof value === 'string'
+    ? value
+        .split(',')
+        .map((s) => s.trim())
+        .filter((s) => s.length > 0)
+    : value;
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'] as const;
+export type LogLevelName = (typeof LOG_LEVELS)[number];
+
+export class AppConfig {
+  @Transform(toInt)
+  @IsInt({ message: 'PORT must be an integer between 0 and 65535' })
+  @Min(0, { message: 'PORT must be an integer between 0 and 65535' })
+  @Max(65535, { message: 'PORT must be an integer between 0 and 65535' })
+  PORT = 3000;
+
+  @IsString()
+  @Matches(/^[A-Za-z0-9.:[\]-]+$/, { message: 'HOST must be a host name or IP address' })
+  HOST = '127.0.0.1';
+
+  @IsOptional()
+  @Matches(/^postgres(ql)?:\/\/\S+$/, { message: 'DATABASE_URL must be a postgres:// or postgresql:// URL' })
+  DATABASE_URL?: string;
+
+  @IsString()
+  DATA_DIR = './.data';
+
+  @IsIn(LOG_LEVELS, { message: `LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}` })
+  LOG_LEVEL: LogLevelName = 'log';
+
+  @IsIn(['development', 'production', 'test'], {
+    message: 'NODE_ENV must be one of development, production, test',
+  })
+  NODE_ENV: 'development' | 'production' | 'test' = 'development';
+
+  @Transform(toBool)
+  @IsBoolean({ message: 'DB_MIGRATIONS_RUN must be true or false' })
+  DB_MIGRATIONS_RUN = true;
+
+  @Transform(toInt)
+  @IsInt({ message: 'DB_POOL_MAX must be an integer between 1 and 200' })
+  @Min(1, { message: 'DB_POOL_MAX must be an integer between 1 and 200' })
+  @Max(200, { message: 'DB_POOL_MAX must be an integer between 1 and 200' })
+  DB_POOL_MAX = 10;
+
+  @Matches(/^\d+(\.\d+)?\s*(b|kb|mb)?$/i, {
+    message: 'HTTP_BODY_LIMIT must be a size such as 4mb, 512kb or 1048576',
+  })
+  HTTP_BODY_LIMIT = '4mb';
+
+  @Transform(toInt)
+  @IsInt({ message: 'SHUTDOWN_GRACE_MS must be an integer between 0 and 600000' })
+  @Min(0, { message: 'SHUTDOWN_GRACE_MS must be an integer between 0 and 600000' })
+  @Max(600000, { message: 'SHUTDOWN_GRACE_MS must be an integer between 0 and 600000' })
+  SHUTDOWN_GRACE_MS = 10000;
+
+  @Transform(toInt)
+  @IsInt({ message: 'HEALTH_DB_TIMEOUT_MS must be an integer between 100 and 60000' })
+  @Min(100, { message: 'HEALTH_DB_TIMEOUT_MS must be an integer between 100 and 60000' })
+  @Max(60000, { message: 'HEALTH_DB_TIMEOUT_MS must be an integer between 100 and 60000' })
+  HEALTH_DB_TIMEOUT_MS = 2000;
+
+  /** Comma-separated list of allowed browser origins; empty means CORS stays off. */
+  @Transform(toList)
+  @IsString({ each: true })
+  @Matches(/^https?:\/\/[^\s/]+$/, {
+    each: true,
+    message: 'CORS_ORIGINS must be a comma list of http(s) origins',
+  })
+  CORS_ORIGINS: string[] = [];
+
+  /** Lets an operator opt in to `useradd postgres` when the embedded database runs as root on a bare host. */
+  @Transform(toBool)
+  @IsBoolean({ message: 'EMBEDDED_PG_CREATE_USER must be true or false' })
+  EMBEDDED_PG_CREATE_USER = false;
+
+  @Transform(toInt)
+  @IsInt({ message: 'INSTANCE_HEARTBEAT_MS must be an integer between 1000 and 600000' })
+  @Min(1000, { message: 'INSTANCE_HEARTBEAT_MS must be an integer between 1000 and 600000' })
+  @Max(600000, { message: 'INSTANCE_HEARTBEAT_MS must be an integer between 1000 and 600000' })
+  INSTANCE_HEARTBEAT_MS = 10000;
+
+  get isProduction(): boolean {
+    return this.NODE_ENV === 'production';
+  }
+
+  /** HTTP_BODY_LIMIT in bytes. */
+  get bodyLimitBytes(): number {
+    const m = /^(\d+(?:\.\d+)?)\s*(b|kb|mb)?$/i.exec(this.HTTP_BODY_LIMIT);
+    if (!m) return 4 * 1024 * 1024;
+    const unit = (m[2] ?? 'b').toLowerCase();
+    const mult = unit === 'mb' ? 1024 * 1024 : unit === 'kb' ? 1024 : 1;
+    return Math.floor(Number(m[1]) * mult);
+  }
+}
+
+/** The variables this schema knows, for the README table and for picking them out of the environment. */
+export const CONFIG_KEYS = Object.keys(new AppConfig()).concat('DATABASE_URL');

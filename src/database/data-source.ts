@@ -1,0 +1,15 @@
+import 'reflect-metadata';
+import { DataSource } from 'typeorm';
+import { loadConfig } from '../config/load-config.js';
+import { buildDataSourceOptions } from './typeorm-options.js';
+
+/**
+ * Entry point for the TypeORM CLI (`npm run migration:*`). It needs a real server: set DATABASE_URL.
+ */
+const config = loadConfig(process.env);
+if (!config.DATABASE_URL) {
+  throw new Error('The TypeORM CLI needs DATABASE_URL (postgres://user@host:port/db).');
+}
+export default new DataSource(
+  buildDataSourceOptions({ url: config.DATABASE_URL, applicationName: 'mcp-task-server-cli' }),
+);

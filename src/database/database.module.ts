@@ -1,0 +1,47 @@
+import { Injectable, Logger, Module, type OnModuleInit } from '@nestjs/common';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import { AppConfig } from '../config/app-config.js';
+import { runMigrationsLocked } from './migrations-runner.js';
+import { buildDataSourceOptions } from './typeorm-options.js';
+
+/** Applies pending migrations during module init, before any feature module touches a table. */
+@Injectable()
+export class MigrationsOnBoot implements OnModuleInit {
+  private readonly logger = new Logger('Migrations');
+
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly config: AppConfig,
+  ) {}
+
+  async onModuleInit(): Promise<void> {
+    if (!this.config.DB_MIGRATIONS_RUN) {
+      this.logger.log('DB_MIGRATIONS_RUN=false: not running migrations');
+      return;
+    }
+    const applied = await runMigrationsLocked(this.dataSource);
+    this.logger.log(
+      applied.length > 0
+        ? `applied ${applied.length} migration(s): ${applied.map((m) => m.name).join(', ')}`
+        : 'schema up to date',
+    );
+  }
+}
+
+@Module({
+  imports: [
+    TypeOrmModule.forRootAsync({
+      inject: [AppConfig],
+      useFactory: (config: AppConfig) => {
+        if (!config.DATABASE_URL) throw new Error('DATABASE_URL was not resolved before the app started');
+        return {
+          ...buildDataSourceOptions({ url: config.DATABASE_URL, poolMax: config.DB_POOL_MAX }),
+          retryAttempts: 0,
+        };
+      },
+    }),
+  ],
+  providers: [MigrationsOnBoot],
+})
+export class DatabaseModule {}

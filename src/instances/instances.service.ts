@@ -1,0 +1,44 @@
+import { Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
+import { SchedulerRegistry } from '@nestjs/schedule';
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { AppConfig } from '../config/app-config.js';
+import { BUILD_VERSION } from '../common/build-info.js';
+import { InstancesRepository } from './instances.repository.js';
+
+const HEARTBEAT_JOB = 'instance-heartbeat';
+
+/** Registers this process in service_instance and keeps its heartbeat fresh. */
+@Injectable()
+export class InstancesService implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly logger = new Logger(InstancesService.name);
+  readonly instanceId = randomUUID();
+
+  constructor(
+    private readonly repo: InstancesRepository,
+    private readonly scheduler: SchedulerRegistry,
+    private readonly config: AppConfig,
+  ) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    await this.repo.register({
+      id: this.instanceId,
+      hostname: hostname(),
+      pid: process.pid,
+      version: BUILD_VERSION,
+    });
+    const timer = setInterval(() => {
+      this.repo.heartbeat(this.instanceId).catch((err: unknown) => {
+        this.logger.warn(`heartbeat failed: ${err instanceof Error ? err.message : String(err)}`);
+      });
+    }, this.config.INSTANCE_HEARTBEAT_MS);
+    timer.unref();
+    this.scheduler.addInterval(HEARTBEAT_JOB, timer);
+    this.logger.log(`instance ${this.instanceId} registered`);
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    if (this.scheduler.doesExist('interval', HEARTBEAT_JOB)) this.scheduler.deleteInterval(HEARTBEAT_JOB);
+    await this.repo.markStopped(this.instanceId).catch(() => undefined);
+  }
+}

@@ -1,0 +1,30 @@
+import { Column, Entity, Index, PrimaryColumn } from 'typeorm';
+
+/**
+ * One row per running (or once-running) server process. Later modules stamp the instance id on the work
+ * they own, and operators can see which processes are alive from the heartbeat.
+ */
+@Entity({ name: 'service_instance' })
+@Index('service_instance_heartbeat_idx', ['heartbeatAt'])
+export class ServiceInstance {
+  @PrimaryColumn({ type: 'uuid' })
+  id: string;
+
+  @Column({ type: 'text' })
+  hostname: string;
+
+  @Column({ type: 'integer' })
+  pid: number;
+
+  @Column({ type: 'text' })
+  version: string;
+
+  @Column({ type: 'timestamptz' })
+  startedAt: Date;
+
+  @Column({ type: 'timestamptz' })
+  heartbeatAt: Date;
+
+  @Column({ type: 'timestamptz', nullable: true })
+  stoppedAt: Date | null;
+}

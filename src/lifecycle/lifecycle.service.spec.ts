@@ -1,0 +1,35 @@
+import { LifecycleService } from './lifecycle.service.js';
+
+describe('LifecycleService', () => {
+  it('waits for in-flight requests to finish before reporting idle', async () => {
+    const l = new LifecycleService();
+    l.requestStarted();
+    l.requestStarted();
+    const idle = l.waitForIdle(5000);
+    l.requestFinished();
+    setTimeout(() => l.requestFinished(), 20);
+    await expect(idle).resolves.toBe(true);
+  });
+
+  it('gives up after the grace period when requests keep running', async () => {
+    const l = new LifecycleService();
+    l.requestStarted();
+    const t0 = Date.now();
+    await expect(l.waitForIdle(50)).resolves.toBe(false);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(45);
+  });
+
+  it('tells drain listeners once, including late subscribers', () => {
+    const l = new LifecycleService();
+    let early = 0;
+    let late = 0;
+    l.onDrain(() => early++);
+    expect(l.draining).toBe(false);
+    l.beginDrain();
+    l.beginDrain();
+    l.onDrain(() => late++);
+    expect(l.draining).toBe(true);
+    expect(early).toBe(1);
+    expect(late).toBe(1);
+  });
+});
