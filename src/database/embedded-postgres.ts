@@ -1,5 +1,5 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import {
   chmodSync,
   chownSync,
@@ -289,24 +289,41 @@ async function startPostmaster(
   return child;
 }
 
+/**
+ * As root, the data must sit where the `postgres` OS user can reach it. A checkout under a 0700 folder
+ * (root's home, a mktemp folder) cannot hold it, so the data then lives in a fixed folder per DATA_DIR
+ * under /var/lib, which keeps it across restarts; the log names the folder.
+ */
+function reachableDataDir(dataDir: string, user: OsUser | undefined, log: (m: string) => void): string {
+  mkdirSync(dataDir, { recursive: true });
+  if (!user) return dataDir;
+  chmodSync(dataDir, 0o755);
+  const blocked = blockedAncestor(dataDir, user);
+  if (!blocked) return dataDir;
+  const key = createHash('sha256').update(dataDir).digest('hex').slice(0, 16);
+  const fallback = join('/var/lib/mcp-task-server', key);
+  mkdirSync(fallback, { recursive: true, mode: 0o755 });
+  chmodSync(dirname(fallback), 0o755);
+  chmodSync(fallback, 0o755);
+  const stillBlocked = blockedAncestor(fallback, user);
+  if (stillBlocked) {
+    throw new EmbeddedPostgresError(
+      `As root, the embedded PostgreSQL runs as the OS user "postgres", which cannot enter ${blocked} ` +
+        `nor ${stillBlocked}. Point DATA_DIR somewhere it can reach. ${HINT}`,
+    );
+  }
+  log(
+    `the postgres OS user cannot enter ${blocked}; keeping the embedded database for ${dataDir} in ${fallback}`,
+  );
+  return fallback;
+}
+
 export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Promise<EmbeddedPostgresHandle> {
   const log = opts.log ?? (() => undefined);
-  const dataDir = resolve(opts.dataDir);
-  const pgDir = join(dataDir, 'pg');
   const bins = locateBinaries();
   const user = isRoot() ? postgresOsUser(opts.createOsUser) : undefined;
-
-  mkdirSync(dataDir, { recursive: true });
-  if (user) {
-    chmodSync(dataDir, 0o755);
-    const blocked = blockedAncestor(dataDir, user);
-    if (blocked) {
-      throw new EmbeddedPostgresError(
-        `As root, the embedded PostgreSQL runs as the OS user "postgres", which cannot enter ${blocked}. ` +
-          `Point DATA_DIR somewhere it can reach. ${HINT}`,
-      );
-    }
-  }
+  const dataDir = reachableDataDir(resolve(opts.dataDir), user, log);
+  const pgDir = join(dataDir, 'pg');
   const binDir = join(reachableBinaries(bins, dataDir, user), 'bin');
 
   await stopOrphanedPostmaster(pgDir, log);
