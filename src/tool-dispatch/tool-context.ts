@@ -1,0 +1,97 @@
+import type { Principal } from '../principals/principal.js';
+
+/**
+ * The contract between tool handlers and the server. Part of the public tool-author API
+ * (re-exported from tool-dispatch/index.ts).
+ */
+
+export type TaskSupport = 'forbidden' | 'optional' | 'required';
+
+export type LoggingLevel =
+  'debug' | 'info' | 'notice' | 'warning' | 'error' | 'critical' | 'alert' | 'emergency';
+
+export type JsonObject = { [key: string]: unknown };
+
+/** Parameters of an `elicitation/create` request (form mode): a message and a flat JSON Schema object. */
+export interface ElicitParams extends JsonObject {
+  message: string;
+  requestedSchema: JsonObject;
+  mode?: 'form';
+}
+
+export interface ElicitResult extends JsonObject {
+  action: 'accept' | 'decline' | 'cancel';
+  content?: JsonObject;
+}
+
+/** Parameters of a `sampling/createMessage` request. */
+export interface SampleParams extends JsonObject {
+  messages: JsonObject[];
+  maxTokens: number;
+}
+
+export interface SampleResult extends JsonObject {
+  role: string;
+  content: JsonObject | JsonObject[];
+  model?: string;
+}
+
+export interface RootsResult extends JsonObject {
+  roots: { uri: string; name?: string }[];
+}
+
+/**
+ * One way to ask the client for something, whatever the protocol era: in the handshake era it becomes a
+ * server-to-client request on the SSE stream; in the 2026-07-28 era an `input_required` round (MRTR), and for a
+ * task an `input_required` task status answered through `tasks/update`. Handlers must be written so that
+ * re-running them with the same answers reaches the same questions: in the stateless era the handler is run
+ * again from the start with every answer so far, and each `input` call returns its recorded answer.
+ */
+export interface InputApi {
+  elicit(params: ElicitParams): Promise<ElicitResult>;
+  sample(params: SampleParams): Promise<SampleResult>;
+  listRoots(): Promise<RootsResult>;
+}
+
+export interface ProgressUpdate {
+  progress: number;
+  total?: number;
+  message?: string;
+}
+
+export interface ToolContext {
+  readonly principal: Principal;
+  /** Fires when the client cancels, the stream closes (modern era), the task is cancelled, or the server drains. */
+  readonly signal: AbortSignal;
+  readonly protocolVersion: string;
+  readonly era: 'legacy' | 'modern';
+  /** Set when the call runs as a task. */
+  readonly taskId?: string;
+  /** Sends `notifications/progress` when the client asked for progress; a no-op otherwise. */
+  progress(update: ProgressUpdate): Promise<void>;
+  /** Sends `notifications/message` at or above the client's chosen level. */
+  log(level: LoggingLevel, data: unknown, logger?: string): Promise<void>;
+  readonly input: InputApi;
+}
+
+/**
+ * Thrown by a handler (or the server) to answer with a JSON-RPC error instead of a tool error result.
+ * A plain Error thrown by a tool becomes `{ isError: true }` with its message; this one becomes
+ * `{ error: { code, message, data } }` (and a task ends `failed`).
+ */
+export class McpProtocolError extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly data?: unknown,
+  ) {
+    super(message);
+    this.name = 'McpProtocolError';
+  }
+}
+
+/**
+ * Base class of control-flow signals raised inside handlers by the server itself (for example "input is
+ * required, end this round"). Dispatch never turns them into tool error results; they propagate to the caller.
+ */
+export abstract class McpControlSignal extends Error {}
