@@ -38,7 +38,12 @@ describe('HTTP pipeline (real AppModule over HTTP)', () => {
     const res = await request(app.getHttpServer()).get('/health/ready').expect(200);
     expect(res.body).toEqual({
       status: 'ok',
-      checks: { shutdown: { status: 'up' }, database: { status: 'up' }, migrations: { status: 'up' } },
+      checks: {
+        shutdown: { status: 'up' },
+        database: { status: 'up' },
+        migrations: { status: 'up' },
+        listener: { status: 'up' },
+      },
     });
   });
 
