@@ -9,6 +9,7 @@ import { HealthModule } from './health/health.module.js';
 import { InstancesModule } from './instances/instances.module.js';
 import { LifecycleModule } from './lifecycle/lifecycle.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
+import { PrincipalsModule } from './principals/principals.module.js';
 
 /** Composition root. The validated config comes in from main.ts (or a test) with DATABASE_URL resolved. */
 @Module({})
@@ -24,6 +25,7 @@ export class AppModule {
         ScheduleModule.forRoot(),
         HealthModule,
         InstancesModule,
+        PrincipalsModule,
       ],
       providers: [{ provide: APP_FILTER, useClass: AllExceptionsFilter }],
     };

@@ -70,6 +70,8 @@ describe('the server process', () => {
         expect(instances.rows[0].n).toBe(2);
         const appliedLines = [a.output(), b.output()].filter((o) => /applied \d+ migration/.test(o));
         expect(appliedLines).toHaveLength(1);
+        // No AUTH_PROVIDERS in development: loud about running unauthenticated.
+        expect(a.output()).toMatch(/AUTH_PROVIDERS is empty: authentication is OFF/);
       } finally {
         await Promise.all([stopServer(a), stopServer(b)]);
       }
