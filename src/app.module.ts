@@ -10,6 +10,7 @@ import { HealthModule } from './health/health.module.js';
 import { InstancesModule } from './instances/instances.module.js';
 import { LifecycleModule } from './lifecycle/lifecycle.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
+import { PrincipalsModule } from './principals/principals.module.js';
 
 /** Composition root. The validated config comes in from main.ts (or a test) with DATABASE_URL resolved. */
 @Module({})
@@ -26,6 +27,7 @@ export class AppModule {
         HealthModule,
         InstancesModule,
         BusModule,
+        PrincipalsModule,
       ],
       providers: [{ provide: APP_FILTER, useClass: AllExceptionsFilter }],
     };

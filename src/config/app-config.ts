@@ -1,5 +1,16 @@
 import { Transform } from 'class-transformer';
-import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Matches, Max, Min } from 'class-validator';
+import {
+  IsBoolean,
+  IsIn,
+  IsInt,
+  IsOptional,
+  IsString,
+  Matches,
+  Max,
+  MaxLength,
+  Min,
+  MinLength,
+} from 'class-validator';
 
 /**
  * The whole environment schema. Every variable the service reads is declared here, once, with its
@@ -24,6 +35,29 @@ const toList = ({ value }: { value: unknown }): unknown =>
         .map((s) => s.trim())
         .filter((s) => s.length > 0)
     : value;
+
+export const AUTH_PROVIDER_NAMES = ['oidc', 'proxy', 'apikey'] as const;
+export type AuthProviderName = (typeof AUTH_PROVIDER_NAMES)[number];
+
+/** Asymmetric JWS algorithms only: `none` and HMAC (a shared secret) can never verify an access token here. */
+export const ASYMMETRIC_JWT_ALGORITHMS = [
+  'RS256',
+  'RS384',
+  'RS512',
+  'PS256',
+  'PS384',
+  'PS512',
+  'ES256',
+  'ES384',
+  'ES512',
+  'EdDSA',
+  'Ed25519',
+] as const;
+
+const HEADER_NAME = /^[a-z0-9!#$%&'*+.^_`|~-]+$/;
+const toHeaderName = ({ value }: { value: unknown }): unknown =>
+  typeof value === 'string' ? value.trim().toLowerCase() : value;
+const HTTP_URL = /^https?:\/\/[^\s/?#]+(\/[^\s?#]*)?$/;
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'] as const;
 export type LogLevelName = (typeof LOG_LEVELS)[number];
@@ -101,8 +135,119 @@ export class AppConfig {
   @Max(600000, { message: 'INSTANCE_HEARTBEAT_MS must be an integer between 1000 and 600000' })
   INSTANCE_HEARTBEAT_MS = 10000;
 
+  /** Which authentication providers are active (comma list). Empty: the anonymous development principal. */
+  @Transform(toList)
+  @IsIn(AUTH_PROVIDER_NAMES, {
+    each: true,
+    message: `AUTH_PROVIDERS must be a comma list of ${AUTH_PROVIDER_NAMES.join(', ')}`,
+  })
+  AUTH_PROVIDERS: AuthProviderName[] = [];
+
+  /** The canonical URL of the /mcp endpoint: the resource tokens are issued for (RFC 8707) and RFC 9728 names. */
+  @IsOptional()
+  @Matches(HTTP_URL, { message: 'MCP_RESOURCE_URL must be an http(s) URL without query or fragment' })
+  MCP_RESOURCE_URL?: string;
+
+  @IsOptional()
+  @Matches(HTTP_URL, { message: 'OIDC_ISSUER must be an http(s) URL without query or fragment' })
+  OIDC_ISSUER?: string;
+
+  @IsOptional()
+  @Matches(/^https?:\/\/\S+$/, { message: 'OIDC_JWKS_URI must be an http(s) URL' })
+  OIDC_JWKS_URI?: string;
+
+  /** Accepted `aud` values (comma list); defaults to MCP_RESOURCE_URL. */
+  @Transform(toList)
+  @IsString({ each: true })
+  OIDC_AUDIENCE: string[] = [];
+
+  @Transform(toList)
+  @IsIn(ASYMMETRIC_JWT_ALGORITHMS, {
+    each: true,
+    message: `OIDC_ALGORITHMS must be a comma list of ${ASYMMETRIC_JWT_ALGORITHMS.join(', ')} (never none or HS*)`,
+  })
+  OIDC_ALGORITHMS: string[] = [
+    'RS256',
+    'RS384',
+    'RS512',
+    'PS256',
+    'PS384',
+    'PS512',
+    'ES256',
+    'ES384',
+    'ES512',
+    'EdDSA',
+  ];
+
+  @Transform(toInt)
+  @IsInt({ message: 'OIDC_CLOCK_SKEW_S must be an integer between 0 and 300' })
+  @Min(0, { message: 'OIDC_CLOCK_SKEW_S must be an integer between 0 and 300' })
+  @Max(300, { message: 'OIDC_CLOCK_SKEW_S must be an integer between 0 and 300' })
+  OIDC_CLOCK_SKEW_S = 60;
+
+  /** Least time between two JWKS fetches caused by tokens with an unknown `kid`. */
+  @Transform(toInt)
+  @IsInt({ message: 'OIDC_JWKS_COOLDOWN_MS must be an integer between 0 and 3600000' })
+  @Min(0, { message: 'OIDC_JWKS_COOLDOWN_MS must be an integer between 0 and 3600000' })
+  @Max(3600000, { message: 'OIDC_JWKS_COOLDOWN_MS must be an integer between 0 and 3600000' })
+  OIDC_JWKS_COOLDOWN_MS = 30000;
+
+  /** How long fetched keys are used before the JWKS is fetched again. */
+  @Transform(toInt)
+  @IsInt({ message: 'OIDC_JWKS_CACHE_MS must be an integer between 1000 and 86400000' })
+  @Min(1000, { message: 'OIDC_JWKS_CACHE_MS must be an integer between 1000 and 86400000' })
+  @Max(86400000, { message: 'OIDC_JWKS_CACHE_MS must be an integer between 1000 and 86400000' })
+  OIDC_JWKS_CACHE_MS = 600000;
+
+  @Transform(toHeaderName)
+  @Matches(HEADER_NAME, { message: 'AUTH_PROXY_USER_HEADER must be an HTTP header name' })
+  AUTH_PROXY_USER_HEADER = 'x-forwarded-user';
+
+  @Transform(toHeaderName)
+  @Matches(HEADER_NAME, { message: 'AUTH_PROXY_EMAIL_HEADER must be an HTTP header name' })
+  AUTH_PROXY_EMAIL_HEADER = 'x-forwarded-email';
+
+  @Transform(toHeaderName)
+  @Matches(HEADER_NAME, { message: 'AUTH_PROXY_GROUPS_HEADER must be an HTTP header name' })
+  AUTH_PROXY_GROUPS_HEADER = 'x-forwarded-groups';
+
+  /** Shared secret the SSO proxy sends in `x-auth-proxy-secret`; without it proxy headers are not trusted. */
+  @IsOptional()
+  @MinLength(16, { message: 'AUTH_PROXY_SECRET must be at least 16 characters' })
+  AUTH_PROXY_SECRET?: string;
+
+  /** Scopes every proxy-authenticated principal holds (the proxy itself carries none). */
+  @Transform(toList)
+  @IsString({ each: true })
+  AUTH_PROXY_SCOPES: string[] = [];
+
+  /** Advertised in the RFC 9728 document and, when AUTH_REQUIRED_SCOPES is empty, in 401 challenges. */
+  @Transform(toList)
+  @IsString({ each: true })
+  AUTH_SCOPES_SUPPORTED: string[] = [];
+
+  /** Scopes every authenticated request to /mcp needs; a principal without them gets 403 insufficient_scope. */
+  @Transform(toList)
+  @IsString({ each: true })
+  AUTH_REQUIRED_SCOPES: string[] = [];
+
+  /** When set, GET /metrics needs `Authorization: Bearer <METRICS_TOKEN>`. */
+  @IsOptional()
+  @MaxLength(512, { message: 'METRICS_TOKEN must be at most 512 characters' })
+  METRICS_TOKEN?: string;
+
   get isProduction(): boolean {
     return this.NODE_ENV === 'production';
+  }
+
+  hasAuthProvider(name: AuthProviderName): boolean {
+    return this.AUTH_PROVIDERS.includes(name);
+  }
+
+  /** The `aud` values an OIDC access token may carry: OIDC_AUDIENCE, or else MCP_RESOURCE_URL. */
+  get oidcAudiences(): string[] {
+    if (this.OIDC_AUDIENCE.length > 0) return this.OIDC_AUDIENCE;
+    return this.MCP_RESOURCE_URL ? [this.MCP_RESOURCE_URL] : [];
   }
 
   /** HTTP_BODY_LIMIT in bytes. */
@@ -116,4 +261,11 @@ export class AppConfig {
 }
 
 /** The variables this schema knows, for the README table and for picking them out of the environment. */
-export const CONFIG_KEYS = Object.keys(new AppConfig()).concat('DATABASE_URL');
+export const CONFIG_KEYS = Object.keys(new AppConfig()).concat(
+  'DATABASE_URL',
+  'MCP_RESOURCE_URL',
+  'OIDC_ISSUER',
+  'OIDC_JWKS_URI',
+  'AUTH_PROXY_SECRET',
+  'METRICS_TOKEN',
+);

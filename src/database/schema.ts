@@ -1,9 +1,12 @@
 import { ServiceInstance } from '../instances/service-instance.entity.js';
+import { ApiKey } from '../principals/api-key.entity.js';
+import { PrincipalRecord } from '../principals/principal-record.entity.js';
 import { CreateServiceInstance1764460000000 } from '../../migrations/1764460000000-create-service-instance.js';
+import { CreatePrincipalAndApiKey1764460200000 } from '../../migrations/1764460200000-create-principal-and-api-key.js';
 
 /**
  * The one list of entities and migrations. Explicit classes rather than globs, so the app, the TypeORM CLI
  * and the drift check see exactly the same schema whether they run from src (jest) or dist (node).
  */
-export const ENTITIES = [ServiceInstance];
-export const MIGRATIONS = [CreateServiceInstance1764460000000];
+export const ENTITIES = [ServiceInstance, PrincipalRecord, ApiKey];
+export const MIGRATIONS = [CreateServiceInstance1764460000000, CreatePrincipalAndApiKey1764460200000];

@@ -1,7 +1,9 @@
-import { Controller, Get, Header } from '@nestjs/common';
+import { Controller, Get, Header, UseGuards } from '@nestjs/common';
+import { MetricsTokenGuard } from './metrics-token.guard.js';
 import { MetricsService } from './metrics.service.js';
 
 @Controller('metrics')
+@UseGuards(MetricsTokenGuard)
 export class MetricsController {
   constructor(private readonly metrics: MetricsService) {}
 

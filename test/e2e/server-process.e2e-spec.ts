@@ -38,8 +38,14 @@ describe('the server process', () => {
     expect(run.output()).not.toMatch(/embedded PostgreSQL/);
   });
 
+  it('refuses to start in production without auth providers', async () => {
+    const run = runServer({ NODE_ENV: 'production', DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' });
+    expect(await run.exited).toBe(1);
+    expect(run.output()).toMatch(/AUTH_PROVIDERS must name at least one of oidc, proxy, apikey/);
+  });
+
   it('refuses to start in production without DATABASE_URL', async () => {
-    const run = runServer({ NODE_ENV: 'production' });
+    const run = runServer({ NODE_ENV: 'production', AUTH_PROVIDERS: 'apikey' });
     expect(await run.exited).toBe(1);
     expect(run.output()).toMatch(/NODE_ENV=production needs DATABASE_URL/);
   });
@@ -64,6 +70,8 @@ describe('the server process', () => {
         expect(instances.rows[0].n).toBe(2);
         const appliedLines = [a.output(), b.output()].filter((o) => /applied \d+ migration/.test(o));
         expect(appliedLines).toHaveLength(1);
+        // No AUTH_PROVIDERS in development: loud about running unauthenticated.
+        expect(a.output()).toMatch(/AUTH_PROVIDERS is empty: authentication is OFF/);
       } finally {
         await Promise.all([stopServer(a), stopServer(b)]);
       }
@@ -75,7 +83,12 @@ describe('the server process', () => {
   it('logs JSON lines with the correlation id in production and stops cleanly on SIGTERM', async () => {
     const db = await createTestDatabase('json');
     try {
-      const s = await startServer({ DATABASE_URL: db.url, NODE_ENV: 'production', LOG_LEVEL: 'debug' });
+      const s = await startServer({
+        DATABASE_URL: db.url,
+        NODE_ENV: 'production',
+        LOG_LEVEL: 'debug',
+        AUTH_PROVIDERS: 'apikey',
+      });
       const res = await fetch(`${s.baseUrl}/health/live`, { headers: { 'x-request-id': 'trace-me-1' } });
       expect(res.headers.get('x-request-id')).toBe('trace-me-1');
       await res.text();

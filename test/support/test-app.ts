@@ -1,19 +1,27 @@
-import type { INestApplication } from '@nestjs/common';
+import { Module, type DynamicModule, type INestApplication, type Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { AppModule } from '../../src/app.module.js';
 import { configureApp } from '../../src/app.setup.js';
 import { loadConfig } from '../../src/config/load-config.js';
 
+@Module({})
+class TestRootModule {}
+
 /**
  * The real AppModule and the production HTTP pipeline (configureApp), listening on an ephemeral loopback
- * port, against the given database.
+ * port, against the given database. `imports` adds test-only modules (a probe controller, say) beside it.
  */
 export async function createTestApp(
   databaseUrl: string,
   env: Record<string, string> = {},
+  imports: (Type | DynamicModule)[] = [],
 ): Promise<INestApplication> {
   const config = loadConfig({ LOG_LEVEL: 'warn', NODE_ENV: 'test', ...env, DATABASE_URL: databaseUrl });
-  const app = await NestFactory.create(AppModule.forRoot(config), {
+  const root: DynamicModule =
+    imports.length === 0
+      ? AppModule.forRoot(config)
+      : { module: TestRootModule, imports: [AppModule.forRoot(config), ...imports] };
+  const app = await NestFactory.create(root, {
     bodyParser: false,
     logger: ['error', 'warn'],
   });

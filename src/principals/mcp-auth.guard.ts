@@ -1,0 +1,63 @@
+import {
+  Injectable,
+  Logger,
+  ServiceUnavailableException,
+  type CanActivate,
+  type ExecutionContext,
+} from '@nestjs/common';
+import type { Request, Response } from 'express';
+import { AppConfig } from '../config/app-config.js';
+import { AuthChallenges, requiredScopesMissing } from './auth-challenges.js';
+import { AuthMetrics } from './auth-metrics.js';
+import { AuthPassport } from './auth-passport.js';
+import { ANONYMOUS_PRINCIPAL, type RequestWithPrincipal } from './principal.js';
+import { AuthProviderUnavailable } from './principals.errors.js';
+
+/**
+ * Put on the /mcp controller (`@UseGuards(McpAuthGuard)`). Authenticates the request with the active
+ * providers and sets `req.principal`; without providers it sets the anonymous development principal.
+ * Failure: 401 with an RFC 6750/9728 challenge (and a count in mcp_auth_failures_total); a principal without
+ * AUTH_REQUIRED_SCOPES: 403 insufficient_scope; identity provider unreachable: 503.
+ */
+@Injectable()
+export class McpAuthGuard implements CanActivate {
+  private readonly logger = new Logger(McpAuthGuard.name);
+
+  constructor(
+    private readonly config: AppConfig,
+    private readonly passport: AuthPassport,
+    private readonly challenges: AuthChallenges,
+    private readonly metrics: AuthMetrics,
+  ) {}
+
+  async canActivate(context: ExecutionContext): Promise<boolean> {
+    const http = context.switchToHttp();
+    const req = http.getRequest<Request & RequestWithPrincipal>();
+    const res = http.getResponse<Response>();
+    if (!this.passport.enabled) {
+      req.principal = ANONYMOUS_PRINCIPAL;
+      return true;
+    }
+    let outcome;
+    try {
+      outcome = await this.passport.authenticate(req, res);
+    } catch (err) {
+      if (err instanceof AuthProviderUnavailable) {
+        res.setHeader('Retry-After', '5');
+        throw new ServiceUnavailableException(err.message);
+      }
+      throw err;
+    }
+    if ('failure' in outcome) {
+      this.metrics.failed(outcome.failure.reason);
+      this.logger.debug(`authentication refused: ${outcome.failure.reason}`);
+      throw this.challenges.reject(res, this.challenges.unauthorized(req, outcome.failure));
+    }
+    const missing = requiredScopesMissing(outcome.principal, this.config.AUTH_REQUIRED_SCOPES);
+    if (missing.length > 0) {
+      throw this.challenges.reject(res, this.challenges.insufficientScope(req, []));
+    }
+    req.principal = outcome.principal;
+    return true;
+  }
+}

@@ -1,0 +1,59 @@
+import { Injectable } from '@nestjs/common';
+import type { Request } from 'express';
+import type { JWTPayload } from 'jose';
+import { AppConfig } from '../../config/app-config.js';
+import { looksLikeApiKey } from '../api-keys.service.js';
+import type { Principal } from '../principal.js';
+import { AuthFailure, AuthFailureReason } from '../principals.errors.js';
+import { PrincipalsService } from '../principals.service.js';
+import { OidcVerifier } from './oidc-verifier.js';
+import { AuthStrategy, bearerToken } from './request-strategy.js';
+
+function stringClaim(payload: JWTPayload, ...names: string[]): string | undefined {
+  for (const name of names) {
+    const v = payload[name];
+    if (typeof v === 'string' && v.trim() !== '') return v;
+  }
+  return undefined;
+}
+
+function listClaim(value: unknown): string[] {
+  if (typeof value === 'string') return value.split(' ').filter((s) => s !== '');
+  if (Array.isArray(value)) return value.filter((s): s is string => typeof s === 'string' && s !== '');
+  return [];
+}
+
+/** Scopes from `scope` (RFC 8693/9068: space-separated) and `scp` (Okta: array; Entra ID: space-separated). */
+export function scopesOf(payload: JWTPayload): string[] {
+  return [...listClaim(payload.scope), ...listClaim(payload.scp)];
+}
+
+/** OAuth 2.1 resource server: a JWT access token from OIDC_ISSUER in `Authorization: Bearer`. */
+@Injectable()
+export class OidcStrategy extends AuthStrategy('oidc') {
+  constructor(
+    private readonly verifier: OidcVerifier,
+    private readonly principals: PrincipalsService,
+    private readonly config: AppConfig,
+  ) {
+    super();
+  }
+
+  async validate(req: Request): Promise<Principal> {
+    const token = bearerToken(req);
+    if (token === undefined) throw new AuthFailure(AuthFailureReason.Missing);
+    // Our own API keys are the apikey strategy's to judge; a JWT is never shaped like one.
+    if (looksLikeApiKey(token)) throw new AuthFailure(AuthFailureReason.Malformed, false);
+    const payload = await this.verifier.verify(token);
+    return this.principals.resolve({
+      provider: 'oidc',
+      issuer: this.config.OIDC_ISSUER,
+      subject: payload.sub,
+      name: stringClaim(payload, 'name', 'preferred_username', 'nickname'),
+      email: stringClaim(payload, 'email'),
+      scopes: scopesOf(payload),
+      // Entra ID app roles and Keycloak/Okta groups both describe membership, not OAuth scopes.
+      groups: [...listClaim(payload.groups), ...listClaim(payload.roles)],
+    });
+  }
+}

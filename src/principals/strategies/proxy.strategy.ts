@@ -1,0 +1,50 @@
+import { Injectable } from '@nestjs/common';
+import type { Request } from 'express';
+import { constantTimeEqual } from '../../common/constant-time.js';
+import { AppConfig } from '../../config/app-config.js';
+import type { Principal } from '../principal.js';
+import { AuthFailure, AuthFailureReason } from '../principals.errors.js';
+import { PrincipalsService } from '../principals.service.js';
+import { AuthStrategy, headerValue } from './request-strategy.js';
+
+/** The header in which the SSO proxy proves it is the proxy. */
+export const PROXY_SECRET_HEADER = 'x-auth-proxy-secret';
+const MAX_HEADER_LENGTH = 1024;
+
+/**
+ * An SSO proxy in front (oauth2-proxy and the like) authenticated the user and passes who it is in headers.
+ * Those headers are trusted only when the request also carries AUTH_PROXY_SECRET, so a client that reaches
+ * the service directly cannot claim to be anyone.
+ */
+@Injectable()
+export class ProxyStrategy extends AuthStrategy('proxy') {
+  constructor(
+    private readonly principals: PrincipalsService,
+    private readonly config: AppConfig,
+  ) {
+    super();
+  }
+
+  async validate(req: Request): Promise<Principal> {
+    const user = headerValue(req, this.config.AUTH_PROXY_USER_HEADER);
+    if (user === undefined) throw new AuthFailure(AuthFailureReason.Missing);
+    const secret = headerValue(req, PROXY_SECRET_HEADER);
+    if (secret === undefined || !constantTimeEqual(secret, this.config.AUTH_PROXY_SECRET ?? '')) {
+      throw new AuthFailure(AuthFailureReason.UntrustedProxy);
+    }
+    if (user.length > MAX_HEADER_LENGTH) throw new AuthFailure(AuthFailureReason.Malformed);
+    const email = headerValue(req, this.config.AUTH_PROXY_EMAIL_HEADER);
+    const groups = headerValue(req, this.config.AUTH_PROXY_GROUPS_HEADER);
+    return this.principals.resolve({
+      provider: 'proxy',
+      subject: user,
+      name: user,
+      email: email && email.length <= MAX_HEADER_LENGTH ? email : undefined,
+      scopes: this.config.AUTH_PROXY_SCOPES,
+      groups: (groups ?? '')
+        .split(',')
+        .map((g) => g.trim())
+        .filter((g) => g !== '' && g.length <= MAX_HEADER_LENGTH),
+    });
+  }
+}
