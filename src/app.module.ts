@@ -9,6 +9,8 @@ import { HealthModule } from './health/health.module.js';
 import { InstancesModule } from './instances/instances.module.js';
 import { LifecycleModule } from './lifecycle/lifecycle.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
+import { ToolDispatchModule } from './tool-dispatch/tool-dispatch.module.js';
+import { toolModules } from './tools/tool-modules.js';
 
 /** Composition root. The validated config comes in from main.ts (or a test) with DATABASE_URL resolved. */
 @Module({})
@@ -24,6 +26,8 @@ export class AppModule {
         ScheduleModule.forRoot(),
         HealthModule,
         InstancesModule,
+        ToolDispatchModule,
+        ...toolModules(config),
       ],
       providers: [{ provide: APP_FILTER, useClass: AllExceptionsFilter }],
     };

@@ -101,6 +101,11 @@ export class AppConfig {
   @Max(600000, { message: 'INSTANCE_HEARTBEAT_MS must be an integer between 1000 and 600000' })
   INSTANCE_HEARTBEAT_MS = 10000;
 
+  /** Registers the MCP conformance fixtures (src/tools/conformance); for conformance runs, never production. */
+  @Transform(toBool)
+  @IsBoolean({ message: 'MCP_CONFORMANCE_FIXTURES must be true or false' })
+  MCP_CONFORMANCE_FIXTURES = false;
+
   get isProduction(): boolean {
     return this.NODE_ENV === 'production';
   }

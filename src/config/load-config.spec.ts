@@ -51,4 +51,12 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ PORT: '70000' })).toThrow(/PORT/);
     expect(() => loadConfig({ HTTP_BODY_LIMIT: 'lots' })).toThrow(/HTTP_BODY_LIMIT/);
   });
+
+  it('reads MCP_CONFORMANCE_FIXTURES as a boolean, off by default', () => {
+    expect(loadConfig({}).MCP_CONFORMANCE_FIXTURES).toBe(false);
+    expect(loadConfig({ MCP_CONFORMANCE_FIXTURES: 'true' }).MCP_CONFORMANCE_FIXTURES).toBe(true);
+    expect(() => loadConfig({ MCP_CONFORMANCE_FIXTURES: 'sometimes' })).toThrow(
+      /MCP_CONFORMANCE_FIXTURES must be true or false/,
+    );
+  });
 });
