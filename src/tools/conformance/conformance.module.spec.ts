@@ -167,7 +167,7 @@ describe('ConformanceModule fixtures through the registry', () => {
     const ctx = new RecordingToolContext({
       elicit: () => accept({ name: 'Alice' }),
       sample: () => ({ role: 'assistant', content: { type: 'text', text: 'Hi' } }),
-      roots: () => ({ roots: [{ uri: 'file:///work' }] }),
+      roots: () => ({ roots: [{ uri: 'file:///projects/demo' }] }),
     });
     expect(await registry.callTool('test_input_required_result_elicitation', {}, ctx)).toEqual({
       content: [{ type: 'text', text: 'Hello, Alice!' }],
