@@ -11,6 +11,8 @@ import { InstancesModule } from './instances/instances.module.js';
 import { LifecycleModule } from './lifecycle/lifecycle.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
 import { PrincipalsModule } from './principals/principals.module.js';
+import { ToolDispatchModule } from './tool-dispatch/tool-dispatch.module.js';
+import { toolModules } from './tools/tool-modules.js';
 
 /** Composition root. The validated config comes in from main.ts (or a test) with DATABASE_URL resolved. */
 @Module({})
@@ -28,6 +30,8 @@ export class AppModule {
         InstancesModule,
         BusModule,
         PrincipalsModule,
+        ToolDispatchModule,
+        ...toolModules(config),
       ],
       providers: [{ provide: APP_FILTER, useClass: AllExceptionsFilter }],
     };

@@ -235,6 +235,10 @@ export class AppConfig {
   @IsOptional()
   @MaxLength(512, { message: 'METRICS_TOKEN must be at most 512 characters' })
   METRICS_TOKEN?: string;
+  /** Registers the MCP conformance fixtures (src/tools/conformance); for conformance runs, never production. */
+  @Transform(toBool)
+  @IsBoolean({ message: 'MCP_CONFORMANCE_FIXTURES must be true or false' })
+  MCP_CONFORMANCE_FIXTURES = false;
 
   get isProduction(): boolean {
     return this.NODE_ENV === 'production';

@@ -123,4 +123,12 @@ describe('loadConfig', () => {
       expect(loadConfig({ NODE_ENV: 'production', AUTH_PROVIDERS: 'apikey' }).isProduction).toBe(true);
     });
   });
+
+  it('reads MCP_CONFORMANCE_FIXTURES as a boolean, off by default', () => {
+    expect(loadConfig({}).MCP_CONFORMANCE_FIXTURES).toBe(false);
+    expect(loadConfig({ MCP_CONFORMANCE_FIXTURES: 'true' }).MCP_CONFORMANCE_FIXTURES).toBe(true);
+    expect(() => loadConfig({ MCP_CONFORMANCE_FIXTURES: 'sometimes' })).toThrow(
+      /MCP_CONFORMANCE_FIXTURES must be true or false/,
+    );
+  });
 });

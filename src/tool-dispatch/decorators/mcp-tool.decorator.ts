@@ -1,0 +1,37 @@
+import { DiscoveryService } from '@nestjs/core';
+import type { TaskSupport } from '../tool-context.js';
+import type { SchemaSource, ToolAnnotations } from '../tool-dispatch.types.js';
+
+export interface McpToolOptions {
+  /** Unique across the server; `^[A-Za-z0-9_.-]{1,128}$`. */
+  name: string;
+  title?: string;
+  description: string;
+  /**
+   * A class-validator DTO class (the JSON Schema is derived from its decorators and arguments arrive as an
+   * instance of it) or a raw JSON Schema object (validated with ajv, emitted verbatim). Omitted: no arguments.
+   */
+  input?: SchemaSource;
+  /** When given, the handler returns structured data, validated and sent as `structuredContent` plus a text copy. */
+  output?: SchemaSource;
+  /** Whether the call may, must or must not run as a task. Default `'forbidden'`. */
+  taskSupport?: TaskSupport;
+  /** Scopes the caller must all hold. */
+  scopes?: string[];
+  annotations?: ToolAnnotations;
+}
+
+export const MCP_TOOL_DECORATOR = DiscoveryService.createDecorator<McpToolOptions>();
+
+/**
+ * Marks a method of an ordinary Nest provider as an MCP tool. The method is called as
+ * `(args, ctx: ToolContext)`; see `ToolRegistry.callTool` for what it may return and how errors are reported.
+ *
+ * ```ts
+ * @McpTool({ name: 'word_count', description: 'Counts words', input: WordCountInput })
+ * wordCount(args: WordCountInput, ctx: ToolContext) { ... }
+ * ```
+ */
+export function McpTool(options: McpToolOptions): MethodDecorator {
+  return MCP_TOOL_DECORATOR(options);
+}

@@ -1,0 +1,15 @@
+import type { DynamicModule, Type } from '@nestjs/common';
+import type { AppConfig } from '../config/app-config.js';
+import { ConformanceModule } from './conformance/conformance.module.js';
+import { TextToolsModule } from './example/text-tools.module.js';
+
+/**
+ * The one place a team lists its tool module. Each is an ordinary Nest module whose providers carry
+ * `@McpTool` / `@McpResource` / `@McpPrompt` methods; ToolDispatchModule finds them, nothing else to register.
+ */
+export const TOOL_MODULES: readonly Type[] = [TextToolsModule];
+
+/** The tool modules AppModule imports for this configuration: the list above plus opt-in fixture modules. */
+export function toolModules(config: AppConfig): (Type | DynamicModule)[] {
+  return [...TOOL_MODULES, ...(config.MCP_CONFORMANCE_FIXTURES ? [ConformanceModule] : [])];
+}
