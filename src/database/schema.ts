@@ -1,9 +1,13 @@
 import { ServiceInstance } from '../instances/service-instance.entity.js';
+import { ClientResponse } from '../sessions/client-response.entity.js';
+import { McpSession } from '../sessions/session.entity.js';
+import { SseEvent } from '../sessions/sse-event.entity.js';
 import { CreateServiceInstance1764460000000 } from '../../migrations/1764460000000-create-service-instance.js';
+import { CreateSessions1764460100000 } from '../../migrations/1764460100000-create-sessions.js';
 
 /**
  * The one list of entities and migrations. Explicit classes rather than globs, so the app, the TypeORM CLI
  * and the drift check see exactly the same schema whether they run from src (jest) or dist (node).
  */
-export const ENTITIES = [ServiceInstance];
-export const MIGRATIONS = [CreateServiceInstance1764460000000];
+export const ENTITIES = [ServiceInstance, McpSession, SseEvent, ClientResponse];
+export const MIGRATIONS = [CreateServiceInstance1764460000000, CreateSessions1764460100000];

@@ -41,6 +41,15 @@ export interface RootsResult extends JsonObject {
 }
 
 /**
+ * Optional hints for one input request. `key` names the request where the wire needs a name for it (the
+ * `inputRequests` map of an `input_required` result or task); keys must be unique within one handler run.
+ * Without a key the server mints one from the call order, which is stable across re-runs.
+ */
+export interface InputRequestOptions {
+  key?: string;
+}
+
+/**
  * One way to ask the client for something, whatever the protocol era: in the handshake era it becomes a
  * server-to-client request on the SSE stream; in the 2026-07-28 era an `input_required` round (MRTR), and for a
  * task an `input_required` task status answered through `tasks/update`. Handlers must be written so that
@@ -48,9 +57,9 @@ export interface RootsResult extends JsonObject {
  * again from the start with every answer so far, and each `input` call returns its recorded answer.
  */
 export interface InputApi {
-  elicit(params: ElicitParams): Promise<ElicitResult>;
-  sample(params: SampleParams): Promise<SampleResult>;
-  listRoots(): Promise<RootsResult>;
+  elicit(params: ElicitParams, options?: InputRequestOptions): Promise<ElicitResult>;
+  sample(params: SampleParams, options?: InputRequestOptions): Promise<SampleResult>;
+  listRoots(options?: InputRequestOptions): Promise<RootsResult>;
 }
 
 export interface ProgressUpdate {
@@ -67,6 +76,12 @@ export interface ToolContext {
   readonly era: 'legacy' | 'modern';
   /** Set when the call runs as a task. */
   readonly taskId?: string;
+  /**
+   * What the client declared it can do (`initialize` capabilities, or the per-request
+   * `_meta["io.modelcontextprotocol/clientCapabilities"]` in the 2026-07-28 era), when the edge knows it.
+   * Lets a handler avoid asking for input the client cannot give.
+   */
+  readonly clientCapabilities?: JsonObject;
   /** Sends `notifications/progress` when the client asked for progress; a no-op otherwise. */
   progress(update: ProgressUpdate): Promise<void>;
   /** Sends `notifications/message` at or above the client's chosen level. */
