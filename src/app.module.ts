@@ -6,6 +6,7 @@ import { AllExceptionsFilter } from './common/all-exceptions.filter.js';
 import type { AppConfig } from './config/app-config.js';
 import { ConfigModule } from './config/config.module.js';
 import { DatabaseModule } from './database/database.module.js';
+import { GatewayModule } from './gateway/gateway.module.js';
 import { HealthModule } from './health/health.module.js';
 import { InstancesModule } from './instances/instances.module.js';
 import { LifecycleModule } from './lifecycle/lifecycle.module.js';
@@ -32,6 +33,7 @@ export class AppModule {
         PrincipalsModule,
         ToolDispatchModule,
         ...toolModules(config),
+        GatewayModule,
       ],
       providers: [{ provide: APP_FILTER, useClass: AllExceptionsFilter }],
     };

@@ -51,6 +51,7 @@ describe('PgBusService across two instances on one database', () => {
     const got: unknown[] = [];
     const bus = a.get(PgBusService);
     const off = b.get(PgBusService).subscribe('tx_chan', (p) => got.push(p.id));
+    await b.get(PgBusService).listening();
     try {
       await a
         .get(DataSource)
@@ -84,6 +85,7 @@ describe('PgBusService across two instances on one database', () => {
     bus.onResync(() => resyncs++);
     const got: unknown[] = [];
     const off = bus.subscribe('after_chan', (p) => got.push(p.id));
+    await bus.listening();
     try {
       const killed = await withClient(db.url, (c) =>
         c.query(

@@ -91,6 +91,11 @@ export class PgBusService implements OnModuleInit, OnApplicationShutdown {
     };
   }
 
+  /** Resolves once every LISTEN asked for so far is in place (a publish after it is sure to be heard). */
+  async listening(): Promise<void> {
+    await this.listenChain;
+  }
+
   /** Called after the LISTEN connection came back: notifications may have been missed meanwhile. */
   onResync(handler: () => void): () => void {
     this.resyncHandlers.add(handler);
@@ -136,8 +141,13 @@ export class PgBusService implements OnModuleInit, OnApplicationShutdown {
     this.attempt = 0;
   }
 
-  private async listen(channel: string): Promise<void> {
-    await this.client?.query(`LISTEN "${channel}"`);
+  /** One query at a time on the LISTEN connection: pg does not queue concurrent ones for us forever. */
+  private listenChain: Promise<unknown> = Promise.resolve();
+
+  private listen(channel: string): Promise<void> {
+    const next = this.listenChain.then(() => this.client?.query(`LISTEN "${channel}"`));
+    this.listenChain = next.catch(() => undefined);
+    return next.then(() => undefined);
   }
 
   private lost(client: pg.Client): void {

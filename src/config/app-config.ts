@@ -239,6 +239,72 @@ export class AppConfig {
   @Transform(toBool)
   @IsBoolean({ message: 'MCP_CONFORMANCE_FIXTURES must be true or false' })
   MCP_CONFORMANCE_FIXTURES = false;
+  @Transform(toInt)
+  @IsInt({ message: 'SESSION_IDLE_TTL_MS must be an integer between 1000 and 604800000' })
+  @Min(1000, { message: 'SESSION_IDLE_TTL_MS must be an integer between 1000 and 604800000' })
+  @Max(604800000, { message: 'SESSION_IDLE_TTL_MS must be an integer between 1000 and 604800000' })
+  SESSION_IDLE_TTL_MS = 30 * 60 * 1000;
+
+  @Transform(toInt)
+  @IsInt({ message: 'SSE_STREAM_RETENTION must be an integer between 10 and 100000' })
+  @Min(10, { message: 'SSE_STREAM_RETENTION must be an integer between 10 and 100000' })
+  @Max(100000, { message: 'SSE_STREAM_RETENTION must be an integer between 10 and 100000' })
+  SSE_STREAM_RETENTION = 1000;
+
+  @Transform(toInt)
+  @IsInt({ message: 'SSE_EVENT_TTL_MS must be an integer between 1000 and 604800000' })
+  @Min(1000, { message: 'SSE_EVENT_TTL_MS must be an integer between 1000 and 604800000' })
+  @Max(604800000, { message: 'SSE_EVENT_TTL_MS must be an integer between 1000 and 604800000' })
+  SSE_EVENT_TTL_MS = 60 * 60 * 1000;
+
+  @Transform(toInt)
+  @IsInt({ message: 'SSE_KEEPALIVE_MS must be an integer between 1000 and 15000' })
+  @Min(1000, { message: 'SSE_KEEPALIVE_MS must be an integer between 1000 and 15000' })
+  @Max(15000, { message: 'SSE_KEEPALIVE_MS must be an integer between 1000 and 15000' })
+  SSE_KEEPALIVE_MS = 15000;
+
+  @Transform(toInt)
+  @IsInt({ message: 'SSE_RETRY_MS must be an integer between 0 and 60000' })
+  @Min(0, { message: 'SSE_RETRY_MS must be an integer between 0 and 60000' })
+  @Max(60000, { message: 'SSE_RETRY_MS must be an integer between 0 and 60000' })
+  SSE_RETRY_MS = 1000;
+
+  @Transform(toInt)
+  @IsInt({ message: 'CLIENT_REQUEST_TIMEOUT_MS must be an integer between 1000 and 3600000' })
+  @Min(1000, { message: 'CLIENT_REQUEST_TIMEOUT_MS must be an integer between 1000 and 3600000' })
+  @Max(3600000, { message: 'CLIENT_REQUEST_TIMEOUT_MS must be an integer between 1000 and 3600000' })
+  CLIENT_REQUEST_TIMEOUT_MS = 5 * 60 * 1000;
+
+  /**
+   * Host names (with optional :port) accepted in the Host header of /mcp requests. Empty: when bound to a
+   * loopback address only localhost, 127.0.0.1 and [::1] are accepted; otherwise any host.
+   */
+  @Transform(toList)
+  @IsString({ each: true })
+  MCP_ALLOWED_HOSTS: string[] = [];
+
+  /** Browser origins accepted on /mcp. Empty: loopback origins only when bound to loopback, else none. */
+  @Transform(toList)
+  @IsString({ each: true })
+  MCP_ALLOWED_ORIGINS: string[] = [];
+
+  /** HMAC key for MRTR requestState; must be the same on every instance. Unset: random per process. */
+  @IsOptional()
+  @IsString()
+  @Matches(/^.{32,}$/, { message: 'MRTR_STATE_SECRET must be at least 32 characters' })
+  MRTR_STATE_SECRET?: string;
+
+  @Transform(toInt)
+  @IsInt({ message: 'MRTR_STATE_TTL_MS must be an integer between 1000 and 86400000' })
+  @Min(1000, { message: 'MRTR_STATE_TTL_MS must be an integer between 1000 and 86400000' })
+  @Max(86400000, { message: 'MRTR_STATE_TTL_MS must be an integer between 1000 and 86400000' })
+  MRTR_STATE_TTL_MS = 10 * 60 * 1000;
+
+  @Transform(toInt)
+  @IsInt({ message: 'LIST_CACHE_TTL_MS must be an integer between 0 and 86400000' })
+  @Min(0, { message: 'LIST_CACHE_TTL_MS must be an integer between 0 and 86400000' })
+  @Max(86400000, { message: 'LIST_CACHE_TTL_MS must be an integer between 0 and 86400000' })
+  LIST_CACHE_TTL_MS = 60000;
 
   get isProduction(): boolean {
     return this.NODE_ENV === 'production';

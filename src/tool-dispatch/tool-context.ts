@@ -82,6 +82,11 @@ export interface ToolContext {
    * Lets a handler avoid asking for input the client cannot give.
    */
   readonly clientCapabilities?: JsonObject;
+  /**
+   * Handshake era over Streamable HTTP only: closes this request's SSE connection without ending its stream.
+   * The client reconnects with Last-Event-ID and receives what follows (SSE polling, SEP-1699).
+   */
+  readonly closeSseStream?: () => Promise<void>;
   /** Sends `notifications/progress` when the client asked for progress; a no-op otherwise. */
   progress(update: ProgressUpdate): Promise<void>;
   /** Sends `notifications/message` at or above the client's chosen level. */

@@ -181,19 +181,22 @@ describe('ToolRegistry', () => {
   });
 
   describe('tools/list', () => {
-    it('lists every tool sorted by name with derived or verbatim schemas and server-side fields', () => {
+    it('lists every tool in registration order with derived or verbatim schemas and server-side fields', () => {
       const tools = registry.listTools();
-      expect(tools.map((t) => t.name)).toEqual([
-        'alpha_raw',
-        'bad_output',
-        'cancellable',
-        'control',
-        'fails',
-        'plain_object',
-        'protocol',
-        'structured',
+      const expected = [
         'zeta.count',
-      ]);
+        'alpha_raw',
+        'structured',
+        'bad_output',
+        'fails',
+        'protocol',
+        'control',
+        'cancellable',
+        'plain_object',
+      ];
+      expect(tools.map((t) => t.name)).toEqual(expected);
+      // Deterministic: the same order on every call.
+      expect(registry.listTools().map((t) => t.name)).toEqual(expected);
       const raw = registry.getTool('alpha_raw')!;
       expect(raw.inputSchema).toEqual(RAW);
       expect(raw).toMatchObject({ title: 'Raw', taskSupport: 'optional', scopes: [] });

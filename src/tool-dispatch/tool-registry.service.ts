@@ -26,7 +26,7 @@ export const MAX_COMPLETION_VALUES = 100;
 /**
  * What the protocol layer calls to serve tools, resources, prompts and completions. Everything is discovered
  * and validated once at module init (a bad definition stops startup); afterwards the registry is read-only.
- * Lists are sorted (tools and prompts by name, resources by URI, templates by URI template) so that clients see
+ * Lists are in a fixed order (tools in registration order, prompts by name, resources by URI, templates by URI template) so that clients see
  * a deterministic order. Wire envelopes (`resultType`, `execution`, cache hints, JSON-RPC codes) belong to the
  * protocol layer: this service speaks in descriptors, results and `ToolDispatchError`s.
  */
@@ -71,14 +71,15 @@ export class ToolRegistry implements OnModuleInit {
   }
 
   /**
-   * Every tool, sorted by name. With a principal, only the tools it may call (see `mayCall`).
+   * Every tool in registration order (module provider order, then method order in the class): deterministic
+   * across restarts and instances, and under the tool authors' control (clients show the first ones first).
+   * With a principal, only the tools it may call (see `mayCall`).
    * Descriptors and schemas are frozen; raw JSON Schemas are exactly what the tool author wrote.
    */
   listTools(principal?: Principal): ToolDescriptor[] {
     return [...this.catalog.tools.values()]
       .filter((t) => !principal || this.mayCall(t.descriptor, principal))
-      .map((t) => t.descriptor)
-      .sort((a, b) => compare(a.name, b.name));
+      .map((t) => t.descriptor);
   }
 
   getTool(name: string): ToolDescriptor | undefined {

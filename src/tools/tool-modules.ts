@@ -9,7 +9,10 @@ import { TextToolsModule } from './example/text-tools.module.js';
  */
 export const TOOL_MODULES: readonly Type[] = [TextToolsModule];
 
-/** The tool modules AppModule imports for this configuration: the list above plus opt-in fixture modules. */
+/**
+ * The tool modules AppModule imports for this configuration: the list above, or, for a conformance run, only
+ * the fixture module, since the official suite expects exactly its fixtures (it calls the first listed tool).
+ */
 export function toolModules(config: AppConfig): (Type | DynamicModule)[] {
-  return [...TOOL_MODULES, ...(config.MCP_CONFORMANCE_FIXTURES ? [ConformanceModule] : [])];
+  return config.MCP_CONFORMANCE_FIXTURES ? [ConformanceModule] : [...TOOL_MODULES];
 }

@@ -17,6 +17,36 @@ export class CoreToolsService {
     return 'This is a simple text response for testing.';
   }
 
+  @McpTool({
+    name: 'test_reconnection',
+    description: 'Closes its SSE stream mid-call; the result arrives on the resumed stream (SSE polling).',
+  })
+  async reconnection(_args: unknown, ctx: ToolContext): Promise<string> {
+    await ctx.closeSseStream?.();
+    await sleep(100, undefined, { signal: ctx.signal });
+    return 'Reconnection test completed';
+  }
+
+  @McpTool({
+    name: 'test_custom_headers',
+    description: 'Echoes arguments that clients mirror into Mcp-Param-* headers (SEP-2243).',
+    input: {
+      type: 'object',
+      properties: {
+        region: { type: 'string', description: 'Mirrored in Mcp-Param-Region', 'x-mcp-header': 'Region' },
+        priority: {
+          type: 'integer',
+          description: 'Mirrored in Mcp-Param-Priority',
+          'x-mcp-header': 'Priority',
+        },
+      },
+      required: ['region'],
+    },
+  })
+  customHeaders(args: { region: string; priority?: number }): string {
+    return `region=${args.region} priority=${args.priority ?? 'unset'}`;
+  }
+
   @McpTool({ name: 'test_image_content', description: 'Returns a 1x1 PNG image.' })
   imageContent(): CallToolResult {
     return { content: [{ type: 'image', data: PNG_1X1_BASE64, mimeType: 'image/png' }] };

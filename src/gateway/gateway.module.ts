@@ -1,0 +1,27 @@
+import { Module } from '@nestjs/common';
+import { McpMethodsService } from '../protocol/mcp-methods.service.js';
+import { SessionsModule } from '../sessions/sessions.module.js';
+import { ToolDispatchModule } from '../tool-dispatch/tool-dispatch.module.js';
+import { ClientRequestsService } from './client-requests.service.js';
+import { InFlightService } from './in-flight.service.js';
+import { LegacyMcpHandler } from './legacy-mcp.handler.js';
+import { McpRequestExecutor } from './mcp-request.executor.js';
+import { McpController } from './mcp.controller.js';
+import { ModernMcpHandler } from './modern-mcp.handler.js';
+import { StreamHub } from './stream-hub.service.js';
+
+@Module({
+  imports: [SessionsModule, ToolDispatchModule],
+  controllers: [McpController],
+  providers: [
+    StreamHub,
+    ClientRequestsService,
+    InFlightService,
+    McpRequestExecutor,
+    McpMethodsService,
+    LegacyMcpHandler,
+    ModernMcpHandler,
+  ],
+  exports: [LegacyMcpHandler, ModernMcpHandler, McpMethodsService, StreamHub],
+})
+export class GatewayModule {}

@@ -1,0 +1,254 @@
+import { Injectable } from '@nestjs/common';
+import type { Request, Response } from 'express';
+import { AppConfig } from '../config/app-config.js';
+import { mapError } from '../protocol/error-mapping.js';
+import {
+  errorResponse,
+  JSONRPC,
+  type JsonRpcNotification,
+  type JsonRpcRequest,
+  type JsonRpcResponse,
+} from '../protocol/json-rpc.js';
+import { McpMethodsService, SERVER_INFO } from '../protocol/mcp-methods.service.js';
+import { ProtocolError } from '../protocol/protocol.errors.js';
+import { isLoggingLevel, type RequestContext } from '../protocol/request-context.js';
+import { isLegacyVersion, negotiateLegacyVersion } from '../protocol/versions.js';
+import type { Principal } from '../principals/principal.js';
+import type { McpSession } from '../sessions/session.entity.js';
+import { SessionsService } from '../sessions/sessions.service.js';
+import { SseEventsRepository } from '../sessions/sse-events.repository.js';
+import { ClientRequestsService } from './client-requests.service.js';
+import { InFlightService } from './in-flight.service.js';
+import { LegacyInput } from './legacy-input.js';
+import { McpRequestExecutor } from './mcp-request.executor.js';
+import { LegacyChannel } from './response-channel.js';
+import { SseWriter } from './sse-writer.js';
+import { parseEventId, STANDALONE_STREAM, StreamHub } from './stream-hub.service.js';
+
+type Params = Record<string, unknown>;
+type LegacyMethod = (
+  params: Params,
+  ctx: RequestContext & { session: McpSession },
+) => Promise<Record<string, unknown>>;
+
+/**
+ * The handshake era (2024-11-05 … 2025-11-25) on Streamable HTTP: initialize opens a persisted session;
+ * every later message names it in Mcp-Session-Id; GET opens the session's own stream or resumes a dropped
+ * one; DELETE ends the session.
+ */
+@Injectable()
+export class LegacyMcpHandler {
+  private readonly methods = new Map<string, LegacyMethod>();
+
+  constructor(
+    private readonly sessions: SessionsService,
+    private readonly mcp: McpMethodsService,
+    private readonly hub: StreamHub,
+    private readonly events: SseEventsRepository,
+    private readonly clientRequests: ClientRequestsService,
+    private readonly inFlight: InFlightService,
+    private readonly executor: McpRequestExecutor,
+    private readonly config: AppConfig,
+  ) {
+    this.methods.set('ping', async () => ({}));
+    this.methods.set('logging/setLevel', async (p, ctx) => {
+      if (!isLoggingLevel(p.level))
+        throw ProtocolError.invalidParams('params.level must be a valid logging level');
+      await this.sessions.setLogLevel(ctx.session, p.level);
+      return {};
+    });
+    this.methods.set('resources/subscribe', async (p, ctx) => {
+      if (typeof p.uri !== 'string' || !p.uri)
+        throw ProtocolError.invalidParams('params.uri must be a string');
+      await this.sessions.subscribe(ctx.session, p.uri);
+      return {};
+    });
+    this.methods.set('resources/unsubscribe', async (p, ctx) => {
+      if (typeof p.uri !== 'string' || !p.uri)
+        throw ProtocolError.invalidParams('params.uri must be a string');
+      await this.sessions.unsubscribe(ctx.session, p.uri);
+      return {};
+    });
+  }
+
+  /** Lets other modules (the task registry) add handshake-era methods. */
+  register(method: string, handler: LegacyMethod): void {
+    this.methods.set(method, handler);
+  }
+
+  async initialize(
+    req: Request,
+    res: Response,
+    message: JsonRpcRequest,
+    principal: Principal,
+  ): Promise<void> {
+    if (req.header('mcp-session-id')) {
+      throw new ProtocolError(
+        JSONRPC.INVALID_REQUEST,
+        'Invalid Request: this session is already initialized',
+        400,
+      );
+    }
+    const p = message.params ?? {};
+    if (typeof p.protocolVersion !== 'string')
+      throw ProtocolError.invalidParams('params.protocolVersion must be a string', undefined, 400);
+    const caps = p.capabilities;
+    if (typeof caps !== 'object' || caps === null || Array.isArray(caps)) {
+      throw ProtocolError.invalidParams('params.capabilities must be an object', undefined, 400);
+    }
+    const info = p.clientInfo;
+    if (typeof info !== 'object' || info === null || Array.isArray(info)) {
+      throw ProtocolError.invalidParams('params.clientInfo must be an object', undefined, 400);
+    }
+    const version = negotiateLegacyVersion(p.protocolVersion);
+    const session = await this.sessions.open(principal, version, caps as Params, info as Params);
+    res.setHeader('Mcp-Session-Id', session.id);
+    res.status(200).json({
+      jsonrpc: '2.0',
+      id: message.id,
+      result: {
+        protocolVersion: version,
+        capabilities: this.mcp.capabilities('legacy'),
+        serverInfo: SERVER_INFO,
+        instructions:
+          'Long-running tools run as tasks: poll them with tasks/get and collect results with tasks/result.',
+      },
+    });
+  }
+
+  /** Every POST after initialize: resolves the session, then routes requests, notifications and responses. */
+  async post(
+    req: Request,
+    res: Response,
+    message:
+      | { kind: 'request'; message: JsonRpcRequest }
+      | { kind: 'notification'; message: JsonRpcNotification }
+      | { kind: 'response'; message: JsonRpcResponse },
+    principal: Principal,
+  ): Promise<void> {
+    const session = await this.session(req, principal);
+    this.checkVersionHeader(req);
+    switch (message.kind) {
+      case 'notification':
+        await this.onNotification(session, message.message);
+        res.status(202).end();
+        return;
+      case 'response':
+        await this.clientRequests.deliver(session.id, message.message);
+        res.status(202).end();
+        return;
+      case 'request':
+        await this.onRequest(res, session, message.message, principal);
+        return;
+    }
+  }
+
+  async get(req: Request, res: Response, principal: Principal): Promise<void> {
+    const session = await this.session(req, principal);
+    this.checkVersionHeader(req);
+    const lastEventId = req.header('last-event-id');
+    const resume = lastEventId ? parseEventId(lastEventId) : undefined;
+    if (resume && (await this.events.streamHasEvent(session.id, resume.streamId, resume.seq))) {
+      const writer = new SseWriter(res, this.config.SSE_KEEPALIVE_MS);
+      this.hub.attach(session.id, resume.streamId, writer, resume.seq, resume.streamId !== STANDALONE_STREAM);
+      return;
+    }
+    if (this.hub.hasLocalHolder(session.id, STANDALONE_STREAM)) {
+      throw new ProtocolError(
+        JSONRPC.SERVER_ERROR,
+        'Conflict: this session already has an open GET stream',
+        409,
+      );
+    }
+    const writer = new SseWriter(res, this.config.SSE_KEEPALIVE_MS);
+    const primingSeq = await this.events.append(session.id, STANDALONE_STREAM, null);
+    writer.prime(`${STANDALONE_STREAM}_${primingSeq}`, this.config.SSE_RETRY_MS);
+    this.hub.attach(session.id, STANDALONE_STREAM, writer, primingSeq, false);
+  }
+
+  async delete(req: Request, res: Response, principal: Principal): Promise<void> {
+    const session = await this.session(req, principal);
+    await this.sessions.end(session);
+    res.status(200).json({});
+  }
+
+  private async session(req: Request, principal: Principal): Promise<McpSession> {
+    const id = req.header('mcp-session-id');
+    if (!id)
+      throw new ProtocolError(JSONRPC.SERVER_ERROR, 'Bad Request: Mcp-Session-Id header is required', 400);
+    return this.sessions.resolve(id.trim(), principal);
+  }
+
+  private checkVersionHeader(req: Request): void {
+    const v = req.header('mcp-protocol-version');
+    if (v !== undefined && !isLegacyVersion(v.trim())) {
+      throw new ProtocolError(JSONRPC.SERVER_ERROR, `Bad Request: Unsupported protocol version: ${v}`, 400);
+    }
+  }
+
+  private async onNotification(session: McpSession, n: JsonRpcNotification): Promise<void> {
+    if (n.method === 'notifications/cancelled') {
+      const id = n.params?.requestId;
+      if (typeof id === 'string' || typeof id === 'number') {
+        await this.inFlight.cancel(
+          session.id,
+          id,
+          typeof n.params?.reason === 'string' ? n.params.reason : 'cancelled',
+        );
+      }
+    }
+    // notifications/initialized, roots/list_changed and others need no action.
+  }
+
+  private async onRequest(
+    res: Response,
+    session: McpSession,
+    m: JsonRpcRequest,
+    principal: Principal,
+  ): Promise<void> {
+    const channel = new LegacyChannel(res, session.id, this.hub, this.events, {
+      keepAliveMs: this.config.SSE_KEEPALIVE_MS,
+      retryMs: this.config.SSE_RETRY_MS,
+    });
+    const { controller, done } = this.inFlight.start(session.id, m.id);
+    const params = m.params ?? {};
+    const meta = (params._meta ?? {}) as Params;
+    const progressToken =
+      typeof meta.progressToken === 'string' || typeof meta.progressToken === 'number'
+        ? meta.progressToken
+        : undefined;
+    const ctx: RequestContext & { session: McpSession } = {
+      era: 'legacy',
+      protocolVersion: session.protocolVersion,
+      principal,
+      session,
+      clientCapabilities: session.clientCapabilities,
+      requestId: m.id,
+      method: m.method,
+      signal: controller.signal,
+      progressToken,
+      logLevel: isLoggingLevel(session.logLevel) ? session.logLevel : 'debug',
+      notify: (method, p) => channel.emit({ jsonrpc: '2.0', method, params: p }),
+      input: new LegacyInput(session, channel, this.clientRequests, controller.signal),
+      closeSseStream: () => channel.closeConnection(),
+    };
+    try {
+      if (m.method === 'initialize') {
+        throw new ProtocolError(
+          JSONRPC.INVALID_REQUEST,
+          'Invalid Request: this session is already initialized',
+          400,
+        );
+      }
+      const own = this.methods.get(m.method);
+      await this.executor.run('legacy', m.id, channel, () =>
+        own ? own(params, ctx) : this.mcp.handle(m.method, params, ctx),
+      );
+    } catch (err) {
+      const mapped = mapError(err, 'legacy');
+      await channel.respond(errorResponse(m.id, mapped.error), mapped.httpStatus);
+    } finally {
+      done();
+    }
+  }
+}

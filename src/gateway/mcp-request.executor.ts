@@ -1,0 +1,36 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { mapError } from '../protocol/error-mapping.js';
+import { errorResponse, resultResponse, type JsonRpcId } from '../protocol/json-rpc.js';
+import type { Era } from '../protocol/request-context.js';
+import type { ResponseChannel } from './response-channel.js';
+
+/**
+ * Runs one request handler and sends its outcome on the channel: the result, or the error mapped once
+ * (error-mapping.ts). An error mapped to an HTTP status other than 200 is only honoured while the answer
+ * is still a plain JSON body.
+ */
+@Injectable()
+export class McpRequestExecutor {
+  private readonly logger = new Logger('McpRequest');
+
+  async run(
+    era: Era,
+    id: JsonRpcId,
+    channel: ResponseChannel,
+    work: () => Promise<Record<string, unknown>>,
+    decorate: (result: Record<string, unknown>) => Record<string, unknown> = (r) => r,
+  ): Promise<void> {
+    let outcome;
+    try {
+      outcome = { ok: true as const, result: decorate(await work()) };
+    } catch (err) {
+      outcome = { ok: false as const, mapped: mapError(err, era) };
+    }
+    try {
+      if (outcome.ok) await channel.respond(resultResponse(id, outcome.result));
+      else await channel.respond(errorResponse(id, outcome.mapped.error), outcome.mapped.httpStatus);
+    } catch (err) {
+      this.logger.warn(`could not deliver the response: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+}

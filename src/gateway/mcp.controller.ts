@@ -1,0 +1,212 @@
+import { All, Controller, Delete, Get, Logger, Post, Req, Res, UseGuards } from '@nestjs/common';
+import type { Request, Response } from 'express';
+import { AppConfig } from '../config/app-config.js';
+import { mapError } from '../protocol/error-mapping.js';
+import {
+  classifyMessage,
+  errorResponse,
+  InvalidMessageError,
+  JSONRPC,
+  type JsonRpcId,
+} from '../protocol/json-rpc.js';
+import { ProtocolError } from '../protocol/protocol.errors.js';
+import type { Era } from '../protocol/request-context.js';
+import { isModernVersion, META } from '../protocol/versions.js';
+import { AuthChallenges } from '../principals/auth-challenges.js';
+import { McpAuthGuard } from '../principals/mcp-auth.guard.js';
+import { ANONYMOUS_PRINCIPAL, type Principal, type RequestWithPrincipal } from '../principals/principal.js';
+import { ToolDispatchError, ToolDispatchErrorCode } from '../tool-dispatch/tool-dispatch.errors.js';
+import { ToolRegistry } from '../tool-dispatch/tool-registry.service.js';
+import { LegacyMcpHandler } from './legacy-mcp.handler.js';
+import { ModernMcpHandler } from './modern-mcp.handler.js';
+import { OriginPolicy } from './origin-policy.js';
+
+function accepts(req: Request, type: string): boolean {
+  const accept = req.header('accept') ?? '';
+  return accept.split(',').some((part) => {
+    const t = part.split(';')[0].trim().toLowerCase();
+    return t === type || t === '*/*' || t === `${type.split('/')[0]}/*`;
+  });
+}
+
+/**
+ * The modern era is claimed by `params._meta` naming a protocol version, or by an MCP-Protocol-Version
+ * header naming a modern one (then a missing envelope is a -32602, never a silent fall back to sessions).
+ */
+function hasModernClaim(req: Request, body: unknown): boolean {
+  const header = req.header('mcp-protocol-version');
+  if (header !== undefined && isModernVersion(header.trim())) return true;
+  if (typeof body !== 'object' || body === null) return false;
+  const params = (body as { params?: unknown }).params;
+  if (typeof params !== 'object' || params === null) return false;
+  const meta = (params as { _meta?: unknown })._meta;
+  return typeof meta === 'object' && meta !== null && META.PROTOCOL_VERSION in meta;
+}
+
+/**
+ * The single MCP endpoint. It classifies each request into an era (mcp-wire.md §1.3): a body whose
+ * `params._meta` claims a protocol version is served statelessly (2026-07-28); initialize, any other POST,
+ * GET and DELETE belong to the handshake era. Everything below this edge throws; errors are mapped here.
+ */
+@Controller('mcp')
+@UseGuards(McpAuthGuard)
+export class McpController {
+  private readonly logger = new Logger(McpController.name);
+  private readonly origins: OriginPolicy;
+
+  constructor(
+    private readonly legacy: LegacyMcpHandler,
+    private readonly modern: ModernMcpHandler,
+    private readonly registry: ToolRegistry,
+    private readonly challenges: AuthChallenges,
+    config: AppConfig,
+  ) {
+    this.origins = new OriginPolicy(config);
+  }
+
+  @Post()
+  async post(@Req() req: Request, @Res() res: Response): Promise<void> {
+    let era: Era = 'legacy';
+    let id: JsonRpcId | null = null;
+    try {
+      this.checkOrigin(req);
+      if (!accepts(req, 'application/json') || !accepts(req, 'text/event-stream')) {
+        throw new ProtocolError(
+          JSONRPC.SERVER_ERROR,
+          'Not Acceptable: the client must accept both application/json and text/event-stream',
+          406,
+        );
+      }
+      if (!req.is('application/json')) {
+        throw new ProtocolError(
+          JSONRPC.SERVER_ERROR,
+          'Unsupported Media Type: Content-Type must be application/json',
+          415,
+        );
+      }
+      const body: unknown = req.body;
+      if (Array.isArray(body)) {
+        throw new ProtocolError(JSONRPC.INVALID_REQUEST, 'Invalid Request: batches are not supported', 400);
+      }
+      let classified;
+      try {
+        classified = classifyMessage(body);
+      } catch (err) {
+        if (err instanceof InvalidMessageError) {
+          id = err.id;
+          throw new ProtocolError(JSONRPC.INVALID_REQUEST, err.message, 400);
+        }
+        throw err;
+      }
+      if (classified.kind === 'request') id = classified.message.id;
+      const principal = this.principal(req);
+      if (classified.kind === 'request' && classified.message.method === 'tools/call') {
+        this.checkToolScopes(classified.message.params?.name, principal);
+      }
+      if (hasModernClaim(req, body)) {
+        era = 'modern';
+        if (classified.kind === 'response') {
+          throw new ProtocolError(
+            JSONRPC.INVALID_REQUEST,
+            'Invalid Request: clients do not send responses in 2026-07-28',
+            400,
+          );
+        }
+        if (classified.kind === 'notification') {
+          this.modern.validate(req, classified.message);
+          res.status(202).end();
+          return;
+        }
+        if (classified.message.method === 'subscriptions/listen') {
+          await this.modern.listen(req, res, classified.message);
+          return;
+        }
+        await this.modern.request(req, res, classified.message, principal);
+        return;
+      }
+      if (classified.kind === 'request' && classified.message.method === 'initialize') {
+        await this.legacy.initialize(req, res, classified.message, principal);
+        return;
+      }
+      await this.legacy.post(req, res, classified, principal);
+    } catch (err) {
+      this.fail(req, res, err, era, id);
+    }
+  }
+
+  @Get()
+  async get(@Req() req: Request, @Res() res: Response): Promise<void> {
+    try {
+      this.checkOrigin(req);
+      if (!accepts(req, 'text/event-stream')) {
+        throw new ProtocolError(
+          JSONRPC.SERVER_ERROR,
+          'Not Acceptable: the client must accept text/event-stream',
+          406,
+        );
+      }
+      await this.legacy.get(req, res, this.principal(req));
+    } catch (err) {
+      this.fail(req, res, err, 'legacy', null);
+    }
+  }
+
+  @Delete()
+  async delete(@Req() req: Request, @Res() res: Response): Promise<void> {
+    try {
+      this.checkOrigin(req);
+      await this.legacy.delete(req, res, this.principal(req));
+    } catch (err) {
+      this.fail(req, res, err, 'legacy', null);
+    }
+  }
+
+  @All()
+  other(@Res() res: Response): void {
+    res.setHeader('Allow', 'GET, POST, DELETE');
+    res.status(405).json(errorResponse(null, { code: JSONRPC.SERVER_ERROR, message: 'Method Not Allowed' }));
+  }
+
+  private principal(req: Request): Principal {
+    return (req as Request & RequestWithPrincipal).principal ?? ANONYMOUS_PRINCIPAL;
+  }
+
+  /** Scope refusals happen before any stream opens, so they can carry a 403 and a step-up challenge. */
+  private checkToolScopes(name: unknown, principal: Principal): void {
+    const tool = typeof name === 'string' ? this.registry.getTool(name) : undefined;
+    if (tool && !this.registry.mayCall(tool, principal)) {
+      throw new ToolDispatchError(
+        ToolDispatchErrorCode.INSUFFICIENT_SCOPE,
+        `tool ${tool.name} needs more scopes`,
+        {
+          name: tool.name,
+          requiredScopes: [...tool.scopes],
+        },
+      );
+    }
+  }
+
+  private checkOrigin(req: Request): void {
+    const refusal = this.origins.check(req.header('host'), req.header('origin'));
+    if (refusal) throw new ProtocolError(JSONRPC.SERVER_ERROR, refusal, 403);
+  }
+
+  private fail(req: Request, res: Response, err: unknown, era: Era, id: JsonRpcId | null): void {
+    const mapped = mapError(err, era);
+    if (
+      err instanceof ToolDispatchError &&
+      err.code === ToolDispatchErrorCode.INSUFFICIENT_SCOPE &&
+      !res.headersSent
+    ) {
+      const scopes = (err.data?.requiredScopes as string[] | undefined) ?? [];
+      res.setHeader('WWW-Authenticate', this.challenges.insufficientScope(req, scopes).wwwAuthenticate);
+    }
+    if (res.headersSent) {
+      this.logger.warn(`error after the response started: ${mapped.error.message}`);
+      if (!res.writableEnded) res.end();
+      return;
+    }
+    const status = mapped.httpStatus === 200 && id === null ? 400 : mapped.httpStatus;
+    res.status(status).json(errorResponse(id, mapped.error));
+  }
+}

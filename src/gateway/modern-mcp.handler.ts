@@ -1,0 +1,276 @@
+import { Injectable } from '@nestjs/common';
+import type { Request, Response } from 'express';
+import { AppConfig } from '../config/app-config.js';
+import { JSONRPC, type JsonRpcRequest } from '../protocol/json-rpc.js';
+import { decodeHeaderValue, nameFieldFor } from '../protocol/mcp-headers.js';
+import { CACHEABLE_METHODS, McpMethodsService, SERVER_INFO } from '../protocol/mcp-methods.service.js';
+import { InputRequiredSignal, MrtrInput } from '../protocol/mrtr-input.js';
+import { ProtocolError } from '../protocol/protocol.errors.js';
+import { isLoggingLevel, type RequestContext } from '../protocol/request-context.js';
+import { paramsDigest, RequestStateCodec } from '../protocol/request-state.js';
+import { isModernVersion, META, MODERN_VERSIONS } from '../protocol/versions.js';
+import type { Principal } from '../principals/principal.js';
+import { ToolRegistry } from '../tool-dispatch/tool-registry.service.js';
+import { McpRequestExecutor } from './mcp-request.executor.js';
+import { ModernChannel } from './response-channel.js';
+import { SseWriter } from './sse-writer.js';
+
+type Params = Record<string, unknown>;
+type ModernMethod = (params: Params, ctx: RequestContext) => Promise<Record<string, unknown>>;
+
+/** Methods of the handshake era that do not exist in 2026-07-28: 404 + -32601. */
+const MRTR_METHODS = new Set(['tools/call', 'prompts/get', 'resources/read']);
+
+function isObject(v: unknown): v is Params {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/**
+ * The 2026-07-28 era: no session; every request carries its version, capabilities and identity in
+ * `params._meta`, mirrored in headers that must agree with the body. Input is gathered in MRTR rounds.
+ */
+@Injectable()
+export class ModernMcpHandler {
+  private readonly methods = new Map<string, ModernMethod>();
+  private readonly stateCodec: RequestStateCodec;
+
+  constructor(
+    private readonly mcp: McpMethodsService,
+    private readonly executor: McpRequestExecutor,
+    private readonly registry: ToolRegistry,
+    private readonly config: AppConfig,
+  ) {
+    this.stateCodec = new RequestStateCodec(config.MRTR_STATE_SECRET);
+    this.methods.set('server/discover', async () => this.mcp.discoverResult());
+  }
+
+  /** Lets other modules (the tasks extension) add methods of this era. */
+  register(method: string, handler: ModernMethod): void {
+    this.methods.set(method, handler);
+  }
+
+  /** The -32602 / -32022 / -32020 ladder, before anything runs. Returns the validated envelope. */
+  validate(
+    req: Request,
+    m: { method: string; params?: Params; id?: unknown },
+  ): { version: string; caps: Params; meta: Params } {
+    const meta = m.params?._meta;
+    if (!isObject(meta)) throw ProtocolError.invalidParams('params._meta is required', undefined, 400);
+    const version = meta[META.PROTOCOL_VERSION];
+    if (typeof version !== 'string' || version.length === 0) {
+      throw ProtocolError.invalidParams(
+        `params._meta["${META.PROTOCOL_VERSION}"] must be a string`,
+        undefined,
+        400,
+      );
+    }
+    const caps = meta[META.CLIENT_CAPABILITIES];
+    if (!isObject(caps)) {
+      throw ProtocolError.invalidParams(
+        `params._meta["${META.CLIENT_CAPABILITIES}"] must be an object`,
+        undefined,
+        400,
+      );
+    }
+    if (meta[META.CLIENT_INFO] !== undefined && !isObject(meta[META.CLIENT_INFO])) {
+      throw ProtocolError.invalidParams(
+        `params._meta["${META.CLIENT_INFO}"] must be an object`,
+        undefined,
+        400,
+      );
+    }
+    // Header agreement first: a request whose header and body disagree is a mismatch, whatever the versions.
+    const headerVersion = req.header('mcp-protocol-version');
+    if (headerVersion === undefined)
+      throw ProtocolError.headerMismatch('MCP-Protocol-Version header is required');
+    if (headerVersion.trim() !== version) {
+      throw ProtocolError.headerMismatch(
+        `MCP-Protocol-Version header '${headerVersion.trim()}' does not match _meta protocolVersion '${version}'`,
+      );
+    }
+    if (!isModernVersion(version)) {
+      throw new ProtocolError(
+        JSONRPC.UNSUPPORTED_PROTOCOL_VERSION,
+        `Unsupported protocol version: ${version}`,
+        400,
+        {
+          supported: [...MODERN_VERSIONS],
+          requested: version,
+        },
+      );
+    }
+    const headerMethod = req.header('mcp-method');
+    if (headerMethod === undefined) throw ProtocolError.headerMismatch('Mcp-Method header is required');
+    const method = decodeHeaderValue(headerMethod, 'Mcp-Method');
+    if (method !== m.method) {
+      throw ProtocolError.headerMismatch(
+        `Mcp-Method header value '${method}' does not match body method '${m.method}'`,
+      );
+    }
+    const field = nameFieldFor(m.method);
+    if (field) {
+      const headerName = req.header('mcp-name');
+      const bodyValue = m.params?.[field];
+      if (headerName === undefined) throw ProtocolError.headerMismatch('Mcp-Name header is required');
+      const name = decodeHeaderValue(headerName, 'Mcp-Name');
+      if (name !== bodyValue) {
+        throw ProtocolError.headerMismatch(
+          `Mcp-Name header value '${name}' does not match body ${field} '${String(bodyValue)}'`,
+        );
+      }
+    }
+    if (m.method === 'tools/call') this.checkParamHeaders(req, m.params ?? {});
+    return { version, caps, meta };
+  }
+
+  /**
+   * SEP-2243: a tool argument whose schema property carries `x-mcp-header: Name` is mirrored by the client
+   * in `Mcp-Param-Name`; the header and the body must agree (an omitted header for a present value too).
+   */
+  private checkParamHeaders(req: Request, params: Params): void {
+    const tool = typeof params.name === 'string' ? this.registry.getTool(params.name) : undefined;
+    const properties = tool?.inputSchema.properties;
+    if (!isObject(properties)) return;
+    const args = isObject(params.arguments) ? params.arguments : {};
+    for (const [prop, schema] of Object.entries(properties)) {
+      const headerName = isObject(schema) ? schema['x-mcp-header'] : undefined;
+      if (typeof headerName !== 'string') continue;
+      const raw = req.header(`mcp-param-${headerName}`);
+      const value = args[prop];
+      if (value === undefined || value === null) {
+        if (raw !== undefined)
+          throw ProtocolError.headerMismatch(
+            `Mcp-Param-${headerName} is set but arguments.${prop} is absent`,
+          );
+        continue;
+      }
+      if (raw === undefined)
+        throw ProtocolError.headerMismatch(
+          `Mcp-Param-${headerName} header is required for arguments.${prop}`,
+        );
+      const decoded = decodeHeaderValue(raw, `Mcp-Param-${headerName}`);
+      const expected = typeof value === 'string' ? value : JSON.stringify(value);
+      if (decoded !== expected) {
+        throw ProtocolError.headerMismatch(
+          `Mcp-Param-${headerName} header value '${decoded}' does not match arguments.${prop} '${expected}'`,
+        );
+      }
+    }
+  }
+
+  async request(req: Request, res: Response, m: JsonRpcRequest, principal: Principal): Promise<void> {
+    const { version, caps, meta } = this.validate(req, m);
+    const params = m.params ?? {};
+    const own = this.methods.get(m.method);
+    if (!own && !this.mcp.has(m.method)) throw ProtocolError.methodNotFound(m.method, 404);
+
+    const channel = new ModernChannel(res, {
+      keepAliveMs: this.config.SSE_KEEPALIVE_MS,
+      retryMs: this.config.SSE_RETRY_MS,
+    });
+    const controller = new AbortController();
+    // Closing the response (or the request) before the answer is a cancellation in this era.
+    res.on('close', () => {
+      if (!res.writableFinished) controller.abort(new Error('the client closed the request stream'));
+    });
+
+    const mrtr = MRTR_METHODS.has(m.method);
+    const answers = mrtr ? this.answersFor(params, m.method, principal) : {};
+    const input = new MrtrInput(answers, caps);
+    const progressToken =
+      typeof meta.progressToken === 'string' || typeof meta.progressToken === 'number'
+        ? meta.progressToken
+        : undefined;
+    const logLevel = meta[META.LOG_LEVEL];
+    const ctx: RequestContext = {
+      era: 'modern',
+      protocolVersion: version,
+      principal,
+      clientCapabilities: caps,
+      requestId: m.id,
+      method: m.method,
+      signal: controller.signal,
+      progressToken,
+      logLevel: isLoggingLevel(logLevel) ? logLevel : null,
+      notify: (method, p) => channel.emit({ jsonrpc: '2.0', method, params: p }),
+      input,
+      answers,
+    };
+    await this.executor.run(
+      'modern',
+      m.id,
+      channel,
+      async () => {
+        try {
+          return own ? await own(params, ctx) : await this.mcp.handle(m.method, params, ctx);
+        } catch (err) {
+          if (mrtr && err instanceof InputRequiredSignal)
+            return this.inputRequired(err, params, m.method, principal, answers);
+          throw err;
+        }
+      },
+      (result) => this.decorate(m.method, result),
+    );
+  }
+
+  /** subscriptions/listen: acknowledges the filters it will honour, then holds the stream open. */
+  async listen(req: Request, res: Response, m: JsonRpcRequest): Promise<void> {
+    this.validate(req, m);
+    const filters = isObject(m.params?.notifications) ? m.params.notifications : {};
+    const agreed: Params = {};
+    for (const key of ['toolsListChanged', 'promptsListChanged', 'resourcesListChanged']) {
+      if (filters[key] === true) agreed[key] = true;
+    }
+    const writer = new SseWriter(res, this.config.SSE_KEEPALIVE_MS);
+    writer.send({
+      jsonrpc: '2.0',
+      method: 'notifications/subscriptions/acknowledged',
+      params: { _meta: { [META.SUBSCRIPTION_ID]: m.id }, notifications: agreed },
+    });
+  }
+
+  private answersFor(params: Params, method: string, principal: Principal): Record<string, unknown> {
+    const responses = params.inputResponses;
+    if (responses !== undefined && !isObject(responses)) {
+      throw ProtocolError.invalidParams('params.inputResponses must be an object', undefined, 400);
+    }
+    let earlier: Record<string, unknown> = {};
+    if (params.requestState !== undefined) {
+      earlier = this.stateCodec.decode(params.requestState, {
+        principalId: principal.id,
+        method,
+        paramsDigest: paramsDigest(params),
+      }).answers;
+    }
+    return { ...earlier, ...(responses ?? {}) };
+  }
+
+  private inputRequired(
+    signal: InputRequiredSignal,
+    params: Params,
+    method: string,
+    principal: Principal,
+    answers: Record<string, unknown>,
+  ): Record<string, unknown> {
+    const requestState = this.stateCodec.encode({
+      principalId: principal.id,
+      method,
+      paramsDigest: paramsDigest(params),
+      expiresAt: Date.now() + this.config.MRTR_STATE_TTL_MS,
+      answers,
+    });
+    return { resultType: 'input_required', inputRequests: signal.requests, requestState };
+  }
+
+  private decorate(method: string, result: Record<string, unknown>): Record<string, unknown> {
+    const out: Record<string, unknown> = { resultType: 'complete', ...result };
+    if (CACHEABLE_METHODS.has(method) || method === 'server/discover') {
+      out.ttlMs ??= this.config.LIST_CACHE_TTL_MS;
+      out.cacheScope ??= 'private';
+    }
+    const meta = isObject(out._meta) ? out._meta : {};
+    out._meta = { ...meta, [META.SERVER_INFO]: SERVER_INFO };
+    if (method === 'server/discover') delete out.serverInfo;
+    return out;
+  }
+}

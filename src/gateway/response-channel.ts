@@ -1,0 +1,109 @@
+import type { Response } from 'express';
+import { randomBytes } from 'node:crypto';
+import type { JsonRpcResponse } from '../protocol/json-rpc.js';
+import type { SseEventsRepository } from '../sessions/sse-events.repository.js';
+import { SseWriter } from './sse-writer.js';
+import { formatEventId, type StreamHub } from './stream-hub.service.js';
+
+/**
+ * How the answer to one POSTed request travels back: a plain JSON body when the handler sends nothing
+ * before its result, an SSE stream as soon as it emits a notification or a request of its own.
+ */
+export interface ResponseChannel {
+  emit(message: Record<string, unknown>): Promise<void>;
+  respond(message: JsonRpcResponse, httpStatus?: number): Promise<void>;
+  /** Forces the stream open (a server-to-client request needs somewhere to go). Returns its stream id. */
+  openStream(): Promise<string>;
+}
+
+export interface SseSettings {
+  keepAliveMs: number;
+  retryMs: number;
+}
+
+/**
+ * Handshake era: the stream is resumable. Its events go through the event log (StreamHub), the POST
+ * response is the stream's first holder, and a client that lost it reconnects with GET + Last-Event-ID.
+ */
+export class LegacyChannel implements ResponseChannel {
+  readonly streamId = `p${randomBytes(9).toString('base64url').replace(/[_]/g, '-')}`;
+  private streaming: Promise<void> | undefined;
+  private writer: SseWriter | undefined;
+
+  constructor(
+    private readonly res: Response,
+    private readonly sessionId: string,
+    private readonly hub: StreamHub,
+    private readonly events: SseEventsRepository,
+    private readonly sse: SseSettings,
+  ) {}
+
+  async openStream(): Promise<string> {
+    this.streaming ??= (async () => {
+      const writer = new SseWriter(this.res, this.sse.keepAliveMs);
+      this.writer = writer;
+      const primingSeq = await this.events.append(this.sessionId, this.streamId, null);
+      writer.prime(formatEventId(this.streamId, primingSeq), this.sse.retryMs);
+      this.hub.attach(this.sessionId, this.streamId, writer, primingSeq, true);
+    })();
+    await this.streaming;
+    return this.streamId;
+  }
+
+  async emit(message: Record<string, unknown>): Promise<void> {
+    await this.openStream();
+    await this.hub.publish(this.sessionId, this.streamId, message);
+  }
+
+  /** Ends the HTTP response but not the stream: later events wait in the log for a GET with Last-Event-ID. */
+  async closeConnection(): Promise<void> {
+    await this.openStream();
+    this.writer?.end();
+  }
+
+  async respond(message: JsonRpcResponse, httpStatus = 200): Promise<void> {
+    if (!this.streaming) {
+      if (!this.res.headersSent && !this.res.destroyed) this.res.status(httpStatus).json(message);
+      return;
+    }
+    await this.streaming;
+    await this.hub.publish(
+      this.sessionId,
+      this.streamId,
+      message as unknown as Record<string, unknown>,
+      true,
+    );
+  }
+}
+
+/**
+ * 2026-07-28 era: no resumability; notifications related to the request precede the response on a plain
+ * SSE stream, and closing it cancels the request.
+ */
+export class ModernChannel implements ResponseChannel {
+  private writer: SseWriter | undefined;
+
+  constructor(
+    private readonly res: Response,
+    private readonly sse: SseSettings,
+  ) {}
+
+  async openStream(): Promise<string> {
+    this.writer ??= new SseWriter(this.res, this.sse.keepAliveMs);
+    return 'modern';
+  }
+
+  async emit(message: Record<string, unknown>): Promise<void> {
+    await this.openStream();
+    this.writer!.send(message);
+  }
+
+  async respond(message: JsonRpcResponse, httpStatus = 200): Promise<void> {
+    if (!this.writer) {
+      if (!this.res.headersSent && !this.res.destroyed) this.res.status(httpStatus).json(message);
+      return;
+    }
+    this.writer.send(message);
+    this.writer.end();
+  }
+}

@@ -1,0 +1,157 @@
+import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import { Gauge } from 'prom-client';
+import { PgBusService } from '../bus/pg-bus.service.js';
+import { AppConfig } from '../config/app-config.js';
+import { LifecycleService } from '../lifecycle/lifecycle.service.js';
+import { MetricsService } from '../metrics/metrics.service.js';
+import { SseEventsRepository } from '../sessions/sse-events.repository.js';
+import type { SseWriter } from './sse-writer.js';
+
+const CHANNEL = 'mcp_stream';
+export const STANDALONE_STREAM = 'g';
+
+/** SSE event ids are `<streamId>_<seq>`: unique across the session (seq is global) and naming their stream. */
+export function formatEventId(streamId: string, seq: string): string {
+  return `${streamId}_${seq}`;
+}
+
+export function parseEventId(id: string): { streamId: string; seq: string } | undefined {
+  const m = /^([A-Za-z0-9-]{1,64})_(\d{1,20})$/.exec(id.trim());
+  return m ? { streamId: m[1], seq: m[2] } : undefined;
+}
+
+interface Holder {
+  writer: SseWriter;
+  lastSeq: string;
+  draining: Promise<void>;
+  dirty: boolean;
+  /** Request streams end after their final event; the standalone stream stays open. */
+  endOnFinal: boolean;
+}
+
+/**
+ * Every SSE message of a handshake-era session goes through here: it is appended to the event log, then
+ * whoever holds that stream's connection (on this instance or another, woken over the bus) reads the log
+ * from where it stopped and writes the events in order. A dropped stream is resumed with Last-Event-ID
+ * on any instance by attaching a new holder after that event.
+ */
+@Injectable()
+export class StreamHub implements OnModuleInit {
+  private readonly logger = new Logger(StreamHub.name);
+  private readonly holders = new Map<string, Holder>();
+  private readonly activeStreams: Gauge;
+
+  constructor(
+    private readonly events: SseEventsRepository,
+    private readonly bus: PgBusService,
+    private readonly config: AppConfig,
+    private readonly lifecycle: LifecycleService,
+    metrics: MetricsService,
+  ) {
+    this.activeStreams = new Gauge({
+      name: 'mcp_sse_streams_active',
+      help: 'Open SSE streams held by this instance.',
+      collect: () => this.activeStreams.set(this.holders.size),
+      registers: [metrics.registry],
+    });
+  }
+
+  onModuleInit(): void {
+    this.bus.subscribe(CHANNEL, (p) => {
+      if (typeof p.s === 'string' && typeof p.st === 'string') this.wake(p.s, p.st);
+    });
+    this.bus.onResync(() => {
+      for (const key of this.holders.keys()) {
+        const [s, st] = key.split('\u0000');
+        this.wake(s, st);
+      }
+    });
+    this.lifecycle.onDrain(() => {
+      for (const h of this.holders.values()) h.writer.end();
+    });
+  }
+
+  /** Appends a message to a stream and wakes its holder wherever it is. Returns the event id. */
+  async publish(
+    sessionId: string,
+    streamId: string,
+    message: Record<string, unknown> | null,
+    final = false,
+  ): Promise<string> {
+    const seq = await this.events.append(sessionId, streamId, message, final);
+    if (Number(seq) % 100 === 0) {
+      void this.events
+        .pruneStream(sessionId, streamId, this.config.SSE_STREAM_RETENTION)
+        .catch(() => undefined);
+    }
+    if (this.holders.has(key(sessionId, streamId))) this.wake(sessionId, streamId);
+    else await this.bus.publish(CHANNEL, { s: sessionId, st: streamId });
+    return formatEventId(streamId, seq);
+  }
+
+  hasLocalHolder(sessionId: string, streamId: string): boolean {
+    const h = this.holders.get(key(sessionId, streamId));
+    return !!h && h.writer.isOpen;
+  }
+
+  /**
+   * Makes `writer` the holder of a stream and sends every logged event after `afterSeq`, then live ones.
+   * A newer holder replaces an older one (the client reconnected).
+   */
+  attach(
+    sessionId: string,
+    streamId: string,
+    writer: SseWriter,
+    afterSeq: string,
+    endOnFinal: boolean,
+  ): void {
+    const k = key(sessionId, streamId);
+    const previous = this.holders.get(k);
+    if (previous && previous.writer !== writer) previous.writer.end();
+    const holder: Holder = {
+      writer,
+      lastSeq: afterSeq,
+      draining: Promise.resolve(),
+      dirty: false,
+      endOnFinal,
+    };
+    this.holders.set(k, holder);
+    writer.onClose(() => {
+      if (this.holders.get(k) === holder) this.holders.delete(k);
+    });
+    this.wake(sessionId, streamId);
+  }
+
+  private wake(sessionId: string, streamId: string): void {
+    const holder = this.holders.get(key(sessionId, streamId));
+    if (!holder) return;
+    if (holder.dirty) return; // a drain is queued and will see the new rows
+    holder.dirty = true;
+    holder.draining = holder.draining.then(() => this.drain(sessionId, streamId, holder));
+  }
+
+  private async drain(sessionId: string, streamId: string, holder: Holder): Promise<void> {
+    holder.dirty = false;
+    try {
+      for (;;) {
+        if (!holder.writer.isOpen) return;
+        const rows = await this.events.readAfter(sessionId, streamId, holder.lastSeq);
+        for (const row of rows) {
+          holder.lastSeq = row.seq;
+          if (row.payload) holder.writer.send(row.payload, formatEventId(streamId, row.seq));
+          if (row.final && holder.endOnFinal) {
+            holder.writer.end();
+            return;
+          }
+        }
+        if (rows.length < 500) return;
+      }
+    } catch (err) {
+      this.logger.warn(`stream drain failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+}
+
+function key(sessionId: string, streamId: string): string {
+  return `${sessionId}\u0000${streamId}`;
+}

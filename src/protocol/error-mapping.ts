@@ -1,0 +1,83 @@
+import { Logger } from '@nestjs/common';
+import { SessionError } from '../sessions/sessions.errors.js';
+import { McpProtocolError } from '../tool-dispatch/tool-context.js';
+import { ToolDispatchError, ToolDispatchErrorCode } from '../tool-dispatch/tool-dispatch.errors.js';
+import { JSONRPC, type JsonRpcErrorObject } from './json-rpc.js';
+import { ProtocolError } from './protocol.errors.js';
+import type { Era } from './request-context.js';
+import { RequestStateError } from './request-state.js';
+
+const logger = new Logger('McpErrors');
+const RESOURCE_NOT_FOUND_LEGACY = -32002;
+
+export interface MappedError {
+  error: JsonRpcErrorObject;
+  httpStatus: number;
+}
+
+type Mapper = (err: Error, era: Era) => MappedError | undefined;
+const extraMappers: Mapper[] = [];
+
+/** Feature modules register how their domain errors look on the wire; the mapping still happens here, once. */
+export function registerErrorMapper(mapper: Mapper): void {
+  extraMappers.push(mapper);
+}
+
+function rpc(code: number, message: string, data?: unknown): JsonRpcErrorObject {
+  return data === undefined ? { code, message } : { code, message, data };
+}
+
+/** The one place that turns any error into a JSON-RPC error and an HTTP status. */
+export function mapError(err: unknown, era: Era): MappedError {
+  if (err instanceof ProtocolError)
+    return { error: rpc(err.code, err.message, err.data), httpStatus: err.httpStatus };
+  if (err instanceof McpProtocolError)
+    return { error: rpc(err.code, err.message, err.data), httpStatus: 200 };
+  if (err instanceof SessionError)
+    return { error: rpc(JSONRPC.SESSION_NOT_FOUND, 'Session not found'), httpStatus: 404 };
+  if (err instanceof RequestStateError) {
+    return { error: rpc(JSONRPC.INVALID_PARAMS, `Invalid requestState: ${err.message}`), httpStatus: 400 };
+  }
+  if (err instanceof Error) {
+    for (const m of extraMappers) {
+      const mapped = m(err, era);
+      if (mapped) return mapped;
+    }
+  }
+  logger.error(
+    `unhandled error: ${err instanceof Error ? err.message : String(err)}`,
+    err instanceof Error ? err.stack : undefined,
+  );
+  return { error: rpc(JSONRPC.INTERNAL_ERROR, 'Internal error'), httpStatus: 200 };
+}
+
+/** Tool dispatch refusals as the wire shows them. */
+registerErrorMapper((err, era) => {
+  if (!(err instanceof ToolDispatchError)) return undefined;
+  switch (err.code) {
+    case ToolDispatchErrorCode.TOOL_NOT_FOUND:
+    case ToolDispatchErrorCode.PROMPT_NOT_FOUND:
+      return { error: rpc(JSONRPC.INVALID_PARAMS, err.message, err.data), httpStatus: 200 };
+    case ToolDispatchErrorCode.INVALID_ARGUMENTS:
+      return { error: rpc(JSONRPC.INVALID_PARAMS, err.message, err.data), httpStatus: 200 };
+    case ToolDispatchErrorCode.RESOURCE_NOT_FOUND:
+      // 2025-11-25 names -32002 for an unknown resource; 2026-07-28 (SEP-2164) uses -32602 with data.uri.
+      return {
+        error: rpc(
+          era === 'legacy' ? RESOURCE_NOT_FOUND_LEGACY : JSONRPC.INVALID_PARAMS,
+          err.message,
+          err.data,
+        ),
+        httpStatus: 200,
+      };
+    case ToolDispatchErrorCode.INSUFFICIENT_SCOPE:
+      return { error: rpc(JSONRPC.SERVER_ERROR, `Forbidden: ${err.message}`, err.data), httpStatus: 403 };
+    case ToolDispatchErrorCode.INVALID_RESULT:
+    case ToolDispatchErrorCode.INVALID_DEFINITION:
+      logger.error(`tool dispatch failure: ${err.message}`);
+      return {
+        error: rpc(JSONRPC.INTERNAL_ERROR, 'Internal error: the tool produced an invalid result'),
+        httpStatus: 200,
+      };
+  }
+});

@@ -1,0 +1,110 @@
+/** JSON-RPC 2.0 message shapes and the standard and MCP error codes. */
+
+export type JsonRpcId = string | number;
+
+export interface JsonRpcRequest {
+  jsonrpc: '2.0';
+  id: JsonRpcId;
+  method: string;
+  params?: Record<string, unknown>;
+}
+
+export interface JsonRpcNotification {
+  jsonrpc: '2.0';
+  method: string;
+  params?: Record<string, unknown>;
+}
+
+export interface JsonRpcErrorObject {
+  code: number;
+  message: string;
+  data?: unknown;
+}
+
+export interface JsonRpcResponse {
+  jsonrpc: '2.0';
+  id: JsonRpcId | null;
+  result?: Record<string, unknown>;
+  error?: JsonRpcErrorObject;
+}
+
+export type IncomingMessage =
+  | { kind: 'request'; message: JsonRpcRequest }
+  | { kind: 'notification'; message: JsonRpcNotification }
+  | { kind: 'response'; message: JsonRpcResponse };
+
+export const JSONRPC = {
+  PARSE_ERROR: -32700,
+  INVALID_REQUEST: -32600,
+  METHOD_NOT_FOUND: -32601,
+  INVALID_PARAMS: -32602,
+  INTERNAL_ERROR: -32603,
+  /** Implementation-defined server error (legacy range), used for transport-level refusals. */
+  SERVER_ERROR: -32000,
+  /** MCP 2025 era: unknown session (SDK convention). */
+  SESSION_NOT_FOUND: -32001,
+  /** MCP 2025-06-18+: URL elicitation required. */
+  URL_ELICITATION_REQUIRED: -32042,
+  /** MCP 2026-07-28. */
+  HEADER_MISMATCH: -32020,
+  MISSING_REQUIRED_CLIENT_CAPABILITY: -32021,
+  UNSUPPORTED_PROTOCOL_VERSION: -32022,
+} as const;
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function isId(v: unknown): v is JsonRpcId {
+  return (typeof v === 'string' && v.length <= 256) || (typeof v === 'number' && Number.isFinite(v));
+}
+
+/** Why a body is not a single valid JSON-RPC message; the id is echoed when one could be read. */
+export class InvalidMessageError extends Error {
+  constructor(
+    message: string,
+    readonly id: JsonRpcId | null,
+  ) {
+    super(message);
+  }
+}
+
+/** Classifies one parsed JSON body. Batches are refused by the caller before this point. */
+export function classifyMessage(body: unknown): IncomingMessage {
+  if (!isObject(body)) throw new InvalidMessageError('Invalid Request: expected a JSON-RPC object', null);
+  const id = isId(body.id) ? body.id : null;
+  if (body.jsonrpc !== '2.0') throw new InvalidMessageError('Invalid Request: jsonrpc must be "2.0"', id);
+  if ('method' in body) {
+    if (typeof body.method !== 'string' || body.method.length === 0 || body.method.length > 256) {
+      throw new InvalidMessageError('Invalid Request: method must be a non-empty string', id);
+    }
+    if (body.params !== undefined && !isObject(body.params)) {
+      throw new InvalidMessageError('Invalid Request: params must be an object', id);
+    }
+    if ('id' in body) {
+      if (!isId(body.id))
+        throw new InvalidMessageError('Invalid Request: id must be a string or a number', null);
+      return { kind: 'request', message: body as unknown as JsonRpcRequest };
+    }
+    return { kind: 'notification', message: body as unknown as JsonRpcNotification };
+  }
+  if ('result' in body || 'error' in body) {
+    if (!isId(body.id)) throw new InvalidMessageError('Invalid Request: a response needs an id', null);
+    if ('result' in body && !isObject(body.result)) {
+      throw new InvalidMessageError('Invalid Request: result must be an object', id);
+    }
+    if ('error' in body && (!isObject(body.error) || typeof body.error.code !== 'number')) {
+      throw new InvalidMessageError('Invalid Request: error must be an object with a numeric code', id);
+    }
+    return { kind: 'response', message: body as unknown as JsonRpcResponse };
+  }
+  throw new InvalidMessageError('Invalid Request: neither a request, a notification nor a response', id);
+}
+
+export function errorResponse(id: JsonRpcId | null, error: JsonRpcErrorObject): JsonRpcResponse {
+  return { jsonrpc: '2.0', id, error };
+}
+
+export function resultResponse(id: JsonRpcId, result: Record<string, unknown>): JsonRpcResponse {
+  return { jsonrpc: '2.0', id, result };
+}

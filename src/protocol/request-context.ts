@@ -1,0 +1,44 @@
+import type { Principal } from '../principals/principal.js';
+import type { McpSession } from '../sessions/session.entity.js';
+import type { InputApi, LoggingLevel } from '../tool-dispatch/tool-context.js';
+import type { JsonRpcId } from './json-rpc.js';
+
+export type Era = 'legacy' | 'modern';
+
+/** Everything a method handler knows about the request it serves, whatever the transport and era. */
+export interface RequestContext {
+  era: Era;
+  protocolVersion: string;
+  principal: Principal;
+  /** Handshake era only. */
+  session?: McpSession;
+  clientCapabilities: Record<string, unknown>;
+  requestId: JsonRpcId;
+  method: string;
+  signal: AbortSignal;
+  progressToken?: string | number;
+  /** Minimum level for notifications/message; null sends none. */
+  logLevel: LoggingLevel | null;
+  /** Sends a notification related to this request (on its response stream). */
+  notify(method: string, params: Record<string, unknown>): Promise<void>;
+  input: InputApi;
+  /** Handshake era: drops the response connection while its stream lives on (see ToolContext). */
+  closeSseStream?: () => Promise<void>;
+  /** Modern era: answers gathered so far (MRTR), for the handler's input API. */
+  answers?: Record<string, unknown>;
+}
+
+export const LOG_LEVEL_ORDER: LoggingLevel[] = [
+  'debug',
+  'info',
+  'notice',
+  'warning',
+  'error',
+  'critical',
+  'alert',
+  'emergency',
+];
+
+export function isLoggingLevel(v: unknown): v is LoggingLevel {
+  return typeof v === 'string' && (LOG_LEVEL_ORDER as string[]).includes(v);
+}

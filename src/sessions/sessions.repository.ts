@@ -1,0 +1,77 @@
+import { Injectable } from '@nestjs/common';
+import { InjectRepository } from '@nestjs/typeorm';
+import { IsNull, LessThan, type Repository } from 'typeorm';
+import { McpSession } from './session.entity.js';
+
+@Injectable()
+export class SessionsRepository {
+  constructor(@InjectRepository(McpSession) private readonly repo: Repository<McpSession>) {}
+
+  async create(
+    row: Pick<McpSession, 'id' | 'principalId' | 'protocolVersion' | 'clientCapabilities' | 'clientInfo'>,
+  ): Promise<McpSession> {
+    const now = new Date();
+    const session = this.repo.create({
+      ...row,
+      logLevel: null,
+      resourceSubscriptions: [],
+      createdAt: now,
+      lastSeenAt: now,
+      endedAt: null,
+    });
+    await this.repo.save(session);
+    return session;
+  }
+
+  /** The session if it exists, belongs to the principal, has not ended and was seen after `idleCutoff`. */
+  async findLive(id: string, principalId: string, idleCutoff: Date): Promise<McpSession | null> {
+    const row = await this.repo.findOneBy({ id, principalId, endedAt: IsNull() });
+    if (!row || row.lastSeenAt < idleCutoff) return null;
+    return row;
+  }
+
+  /** Refreshes last_seen_at, at most once per `minIntervalMs`, so busy sessions do not write on every request. */
+  async touch(id: string, minIntervalMs: number): Promise<void> {
+    await this.repo
+      .createQueryBuilder()
+      .update()
+      .set({ lastSeenAt: () => 'now()' })
+      .where('id = :id AND last_seen_at < now() - make_interval(secs => :secs)', {
+        id,
+        secs: minIntervalMs / 1000,
+      })
+      .execute();
+  }
+
+  async end(id: string): Promise<void> {
+    await this.repo.update({ id, endedAt: IsNull() }, { endedAt: new Date() });
+  }
+
+  async setLogLevel(id: string, level: string): Promise<void> {
+    await this.repo.update({ id }, { logLevel: level });
+  }
+
+  async setSubscriptions(id: string, uris: string[]): Promise<void> {
+    await this.repo.update({ id }, { resourceSubscriptions: uris });
+  }
+
+  /** Ends sessions idle since before `cutoff`; returns how many. */
+  async endIdle(cutoff: Date): Promise<number> {
+    const res = await this.repo.update(
+      { endedAt: IsNull(), lastSeenAt: LessThan(cutoff) },
+      { endedAt: new Date() },
+    );
+    return res.affected ?? 0;
+  }
+
+  /** Deletes sessions that ended before `cutoff` (their events go with them, see SseEventsRepository). */
+  async deleteEndedBefore(cutoff: Date): Promise<string[]> {
+    const old = await this.repo
+      .createQueryBuilder()
+      .delete()
+      .where('ended_at IS NOT NULL AND ended_at < :cutoff', { cutoff })
+      .returning('id')
+      .execute();
+    return (old.raw as { id: string }[]).map((r) => r.id);
+  }
+}

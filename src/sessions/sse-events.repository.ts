@@ -1,0 +1,75 @@
+import { Injectable } from '@nestjs/common';
+import { InjectRepository } from '@nestjs/typeorm';
+import type { Repository } from 'typeorm';
+import { SseEvent } from './sse-event.entity.js';
+
+export interface LoggedEvent {
+  seq: string;
+  payload: Record<string, unknown> | null;
+  final: boolean;
+}
+
+@Injectable()
+export class SseEventsRepository {
+  constructor(@InjectRepository(SseEvent) private readonly repo: Repository<SseEvent>) {}
+
+  async append(
+    sessionId: string,
+    streamId: string,
+    payload: Record<string, unknown> | null,
+    final = false,
+  ): Promise<string> {
+    const rows = await this.repo.query<{ seq: string }[]>(
+      'INSERT INTO mcp_sse_event (session_id, stream_id, payload, final) VALUES ($1, $2, $3, $4) RETURNING seq',
+      [sessionId, streamId, payload === null ? null : JSON.stringify(payload), final],
+    );
+    return String(rows[0].seq);
+  }
+
+  async readAfter(
+    sessionId: string,
+    streamId: string,
+    afterSeq: string,
+    limit = 500,
+  ): Promise<LoggedEvent[]> {
+    const rows = await this.repo
+      .createQueryBuilder('e')
+      .select(['e.seq', 'e.payload', 'e.final'])
+      .where('e.session_id = :sessionId AND e.stream_id = :streamId AND e.seq > :afterSeq', {
+        sessionId,
+        streamId,
+        afterSeq,
+      })
+      .orderBy('e.seq', 'ASC')
+      .limit(limit)
+      .getMany();
+    return rows.map((r) => ({ seq: String(r.seq), payload: r.payload, final: r.final }));
+  }
+
+  async streamHasEvent(sessionId: string, streamId: string, seq: string): Promise<boolean> {
+    return this.repo.existsBy({ sessionId, streamId, seq });
+  }
+
+  /** Keeps the newest `keep` events of a stream. */
+  async pruneStream(sessionId: string, streamId: string, keep: number): Promise<void> {
+    await this.repo.query(
+      `DELETE FROM mcp_sse_event WHERE session_id = $1 AND stream_id = $2 AND seq <= (
+         SELECT seq FROM mcp_sse_event WHERE session_id = $1 AND stream_id = $2 ORDER BY seq DESC OFFSET $3 LIMIT 1)`,
+      [sessionId, streamId, keep],
+    );
+  }
+
+  async deleteOlderThan(cutoff: Date): Promise<number> {
+    const res = await this.repo
+      .createQueryBuilder()
+      .delete()
+      .where('created_at < :cutoff', { cutoff })
+      .execute();
+    return res.affected ?? 0;
+  }
+
+  async deleteForSessions(ids: string[]): Promise<void> {
+    if (ids.length === 0) return;
+    await this.repo.createQueryBuilder().delete().where('session_id IN (:...ids)', { ids }).execute();
+  }
+}
