@@ -8,8 +8,10 @@ import { ConfigModule } from './config/config.module.js';
 import { DatabaseModule } from './database/database.module.js';
 import { HealthModule } from './health/health.module.js';
 import { InstancesModule } from './instances/instances.module.js';
+import { JanitorModule } from './janitor/janitor.module.js';
 import { LifecycleModule } from './lifecycle/lifecycle.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
+import { TasksModule } from './tasks/tasks.module.js';
 
 /** Composition root. The validated config comes in from main.ts (or a test) with DATABASE_URL resolved. */
 @Module({})
@@ -26,6 +28,8 @@ export class AppModule {
         HealthModule,
         InstancesModule,
         BusModule,
+        TasksModule,
+        JanitorModule,
       ],
       providers: [{ provide: APP_FILTER, useClass: AllExceptionsFilter }],
     };
