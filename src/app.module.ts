@@ -9,11 +9,13 @@ import { DatabaseModule } from './database/database.module.js';
 import { GatewayModule } from './gateway/gateway.module.js';
 import { HealthModule } from './health/health.module.js';
 import { InstancesModule } from './instances/instances.module.js';
+import { JanitorModule } from './janitor/janitor.module.js';
 import { LifecycleModule } from './lifecycle/lifecycle.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
 import { PrincipalsModule } from './principals/principals.module.js';
 import { ToolDispatchModule } from './tool-dispatch/tool-dispatch.module.js';
 import { toolModules } from './tools/tool-modules.js';
+import { TasksModule } from './tasks/tasks.module.js';
 
 /** Composition root. The validated config comes in from main.ts (or a test) with DATABASE_URL resolved. */
 @Module({})
@@ -34,6 +36,8 @@ export class AppModule {
         ToolDispatchModule,
         ...toolModules(config),
         GatewayModule,
+        TasksModule,
+        JanitorModule,
       ],
       providers: [{ provide: APP_FILTER, useClass: AllExceptionsFilter }],
     };

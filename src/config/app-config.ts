@@ -305,6 +305,122 @@ export class AppConfig {
   @Min(0, { message: 'LIST_CACHE_TTL_MS must be an integer between 0 and 86400000' })
   @Max(86400000, { message: 'LIST_CACHE_TTL_MS must be an integer between 0 and 86400000' })
   LIST_CACHE_TTL_MS = 60000;
+  /** Live (working or input_required) tasks one owner may hold; finished tasks do not count. */
+  @Transform(toInt)
+  @IsInt({ message: 'TASK_MAX_PER_OWNER must be an integer between 1 and 1000000' })
+  @Min(1, { message: 'TASK_MAX_PER_OWNER must be an integer between 1 and 1000000' })
+  @Max(1000000, { message: 'TASK_MAX_PER_OWNER must be an integer between 1 and 1000000' })
+  TASK_MAX_PER_OWNER = 100;
+
+  /** Live tasks across all owners and instances. */
+  @Transform(toInt)
+  @IsInt({ message: 'TASK_MAX_TOTAL must be an integer between 1 and 100000000' })
+  @Min(1, { message: 'TASK_MAX_TOTAL must be an integer between 1 and 100000000' })
+  @Max(100000000, { message: 'TASK_MAX_TOTAL must be an integer between 1 and 100000000' })
+  TASK_MAX_TOTAL = 10000;
+
+  /** Upper bound for a granted task ttl (retention from creation). */
+  @Transform(toInt)
+  @IsInt({ message: 'TASK_MAX_TTL_MS must be an integer between 1000 and 2147483647' })
+  @Min(1000, { message: 'TASK_MAX_TTL_MS must be an integer between 1000 and 2147483647' })
+  @Max(2147483647, { message: 'TASK_MAX_TTL_MS must be an integer between 1000 and 2147483647' })
+  TASK_MAX_TTL_MS = 86400000;
+
+  /** ttl granted when the client asks for none (clamped to TASK_MAX_TTL_MS). */
+  @Transform(toInt)
+  @IsInt({ message: 'TASK_DEFAULT_TTL_MS must be an integer between 1000 and 2147483647' })
+  @Min(1000, { message: 'TASK_DEFAULT_TTL_MS must be an integer between 1000 and 2147483647' })
+  @Max(2147483647, { message: 'TASK_DEFAULT_TTL_MS must be an integer between 1000 and 2147483647' })
+  TASK_DEFAULT_TTL_MS = 3600000;
+
+  /** Poll hint (pollInterval / pollIntervalMs) given to clients. */
+  @Transform(toInt)
+  @IsInt({ message: 'TASK_POLL_INTERVAL_MS must be an integer between 100 and 3600000' })
+  @Min(100, { message: 'TASK_POLL_INTERVAL_MS must be an integer between 100 and 3600000' })
+  @Max(3600000, { message: 'TASK_POLL_INTERVAL_MS must be an integer between 100 and 3600000' })
+  TASK_POLL_INTERVAL_MS = 1000;
+
+  /** Longest a blocking tasks/result waits for a terminal state. */
+  @Transform(toInt)
+  @IsInt({ message: 'TASK_RESULT_TIMEOUT_MS must be an integer between 1000 and 3600000' })
+  @Min(1000, { message: 'TASK_RESULT_TIMEOUT_MS must be an integer between 1000 and 3600000' })
+  @Max(3600000, { message: 'TASK_RESULT_TIMEOUT_MS must be an integer between 1000 and 3600000' })
+  TASK_RESULT_TIMEOUT_MS = 300000;
+
+  /** 2026-07-28: how long an escalatable call runs inline before it becomes a task. */
+  @Transform(toInt)
+  @IsInt({ message: 'TASK_INLINE_WINDOW_MS must be an integer between 0 and 60000' })
+  @Min(0, { message: 'TASK_INLINE_WINDOW_MS must be an integer between 0 and 60000' })
+  @Max(60000, { message: 'TASK_INLINE_WINDOW_MS must be an integer between 0 and 60000' })
+  TASK_INLINE_WINDOW_MS = 100;
+
+  /** Lease of a running task; its instance renews it every third of this. A lapsed lease fails the task. */
+  @Transform(toInt)
+  @IsInt({ message: 'TASK_LEASE_MS must be an integer between 1000 and 3600000' })
+  @Min(1000, { message: 'TASK_LEASE_MS must be an integer between 1000 and 3600000' })
+  @Max(3600000, { message: 'TASK_LEASE_MS must be an integer between 1000 and 3600000' })
+  TASK_LEASE_MS = 30000;
+
+  /** lock_timeout of every task transaction, so a stuck lock surfaces as an error instead of a hang. */
+  @Transform(toInt)
+  @IsInt({ message: 'TASK_LOCK_TIMEOUT_MS must be an integer between 100 and 60000' })
+  @Min(100, { message: 'TASK_LOCK_TIMEOUT_MS must be an integer between 100 and 60000' })
+  @Max(60000, { message: 'TASK_LOCK_TIMEOUT_MS must be an integer between 100 and 60000' })
+  TASK_LOCK_TIMEOUT_MS = 5000;
+
+  /** How long a finished task stays readable after created + ttl before the janitor deletes it. */
+  @Transform(toInt)
+  @IsInt({ message: 'TASK_EXPIRED_GRACE_MS must be an integer between 0 and 86400000' })
+  @Min(0, { message: 'TASK_EXPIRED_GRACE_MS must be an integer between 0 and 86400000' })
+  @Max(86400000, { message: 'TASK_EXPIRED_GRACE_MS must be an integer between 0 and 86400000' })
+  TASK_EXPIRED_GRACE_MS = 60000;
+
+  /** Tasks per tasks/list page. */
+  @Transform(toInt)
+  @IsInt({ message: 'TASK_LIST_PAGE_SIZE must be an integer between 1 and 1000' })
+  @Min(1, { message: 'TASK_LIST_PAGE_SIZE must be an integer between 1 and 1000' })
+  @Max(1000, { message: 'TASK_LIST_PAGE_SIZE must be an integer between 1 and 1000' })
+  TASK_LIST_PAGE_SIZE = 50;
+
+  /** input_required rounds one task may go through; one more fails the task. */
+  @Transform(toInt)
+  @IsInt({ message: 'TASK_MAX_INPUT_ROUNDS must be an integer between 1 and 1000' })
+  @Min(1, { message: 'TASK_MAX_INPUT_ROUNDS must be an integer between 1 and 1000' })
+  @Max(1000, { message: 'TASK_MAX_INPUT_ROUNDS must be an integer between 1 and 1000' })
+  TASK_MAX_INPUT_ROUNDS = 10;
+
+  /** Input requests in one input_required round; more fails the task. */
+  @Transform(toInt)
+  @IsInt({ message: 'TASK_MAX_INPUT_KEYS must be an integer between 1 and 1000' })
+  @Min(1, { message: 'TASK_MAX_INPUT_KEYS must be an integer between 1 and 1000' })
+  @Max(1000, { message: 'TASK_MAX_INPUT_KEYS must be an integer between 1 and 1000' })
+  TASK_MAX_INPUT_KEYS = 50;
+
+  /** Largest saved handler state (JSON bytes) across an input_required round; larger fails the task. */
+  @Transform(toInt)
+  @IsInt({ message: 'TASK_MAX_HANDLER_STATE_BYTES must be an integer between 0 and 16777216' })
+  @Min(0, { message: 'TASK_MAX_HANDLER_STATE_BYTES must be an integer between 0 and 16777216' })
+  @Max(16777216, { message: 'TASK_MAX_HANDLER_STATE_BYTES must be an integer between 0 and 16777216' })
+  TASK_MAX_HANDLER_STATE_BYTES = 65536;
+
+  /** How often the janitor sweeps (one instance at a time). */
+  @Transform(toInt)
+  @IsInt({ message: 'JANITOR_INTERVAL_MS must be an integer between 1000 and 86400000' })
+  @Min(1000, { message: 'JANITOR_INTERVAL_MS must be an integer between 1000 and 86400000' })
+  @Max(86400000, { message: 'JANITOR_INTERVAL_MS must be an integer between 1000 and 86400000' })
+  JANITOR_INTERVAL_MS = 60000;
+
+  /** Rows the janitor touches per transaction. */
+  @Transform(toInt)
+  @IsInt({ message: 'JANITOR_BATCH_SIZE must be an integer between 1 and 100000' })
+  @Min(1, { message: 'JANITOR_BATCH_SIZE must be an integer between 1 and 100000' })
+  @Max(100000, { message: 'JANITOR_BATCH_SIZE must be an integer between 1 and 100000' })
+  JANITOR_BATCH_SIZE = 500;
+
+  /** Run the periodic janitor on this instance (startup recovery runs regardless). */
+  @Transform(toBool)
+  @IsBoolean({ message: 'JANITOR_ENABLED must be true or false' })
+  JANITOR_ENABLED = true;
 
   get isProduction(): boolean {
     return this.NODE_ENV === 'production';

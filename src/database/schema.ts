@@ -4,17 +4,28 @@ import { PrincipalRecord } from '../principals/principal-record.entity.js';
 import { ClientResponse } from '../sessions/client-response.entity.js';
 import { McpSession } from '../sessions/session.entity.js';
 import { SseEvent } from '../sessions/sse-event.entity.js';
+import { Task } from '../tasks/task.entity.js';
 import { CreateServiceInstance1764460000000 } from '../../migrations/1764460000000-create-service-instance.js';
 import { CreateSessions1764460100000 } from '../../migrations/1764460100000-create-sessions.js';
 import { CreatePrincipalAndApiKey1764460200000 } from '../../migrations/1764460200000-create-principal-and-api-key.js';
+import { CreateTask1764460300000 } from '../../migrations/1764460300000-create-task.js';
 
 /**
  * The one list of entities and migrations. Explicit classes rather than globs, so the app, the TypeORM CLI
  * and the drift check see exactly the same schema whether they run from src (jest) or dist (node).
  */
-export const ENTITIES = [ServiceInstance, McpSession, SseEvent, ClientResponse, PrincipalRecord, ApiKey];
+export const ENTITIES = [
+  ServiceInstance,
+  McpSession,
+  SseEvent,
+  ClientResponse,
+  PrincipalRecord,
+  ApiKey,
+  Task,
+];
 export const MIGRATIONS = [
   CreateServiceInstance1764460000000,
   CreateSessions1764460100000,
   CreatePrincipalAndApiKey1764460200000,
+  CreateTask1764460300000,
 ];

@@ -1,0 +1,181 @@
+import { Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
+import { SchedulerRegistry } from '@nestjs/schedule';
+import { Counter, Gauge, Histogram } from 'prom-client';
+import { AppConfig } from '../config/app-config.js';
+import { InstancesService } from '../instances/instances.service.js';
+import { MetricsService } from '../metrics/metrics.service.js';
+import { TaskMetrics } from '../tasks/task-metrics.service.js';
+import { TasksRepository, type JanitorStep, type SweptTask } from '../tasks/tasks.repository.js';
+
+const JOB = 'task-janitor';
+/** Bounded work per run: at most this many batches per step, then the next run continues. */
+const MAX_BATCHES_PER_STEP = 20;
+/** An instance whose heartbeat is older than this many heartbeat intervals is considered gone. */
+const STALE_HEARTBEATS = 3;
+
+export interface JanitorReport {
+  result: 'ok' | 'skipped';
+  rows: Record<JanitorStep, number>;
+}
+
+/**
+ * The periodic sweep, on one instance at a time (a transaction-scoped advisory lock per batch, so no pooled
+ * connection is pinned and a crashed sweeper releases it at once). Each run, in bounded batches:
+ * 1. expire: live tasks past created + ttl → failed "Task expired" (workers aborted and waiters woken through
+ *    the change notification);
+ * 2. lease_lapsed: live tasks whose lease ran out (their process died) → failed "worker lost";
+ * 3. instance_gone: live tasks held by a stopped or silent instance → failed "worker lost";
+ * 4. delete: finished tasks past created + ttl + TASK_EXPIRED_GRACE_MS → deleted.
+ * Every step is idempotent: rows are claimed with FOR UPDATE SKIP LOCKED and re-checked in SQL.
+ * At startup each instance also fails the tasks left running by stopped or silent instances (its own
+ * previous incarnations included) without waiting for their leases.
+ */
+@Injectable()
+export class JanitorService implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly logger = new Logger(JanitorService.name);
+  private readonly runs: Counter<'result'>;
+  private readonly rowsTotal: Counter<'action'>;
+  private readonly duration: Histogram;
+  private readonly lastSuccess: Gauge;
+  private sweeping: Promise<JanitorReport> | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly repo: TasksRepository,
+    private readonly config: AppConfig,
+    private readonly instances: InstancesService,
+    private readonly taskMetrics: TaskMetrics,
+    private readonly scheduler: SchedulerRegistry,
+    metrics: MetricsService,
+  ) {
+    const registers = [metrics.registry];
+    this.runs = new Counter({
+      name: 'mcp_janitor_runs_total',
+      help: 'Janitor runs, by result (ok, skipped: another instance was sweeping, error).',
+      labelNames: ['result'] as const,
+      registers,
+    });
+    this.rowsTotal = new Counter({
+      name: 'mcp_janitor_rows_total',
+      help: 'Task rows the janitor handled, by action (expire, lease_lapsed, instance_gone, delete).',
+      labelNames: ['action'] as const,
+      registers,
+    });
+    this.duration = new Histogram({
+      name: 'mcp_janitor_run_duration_seconds',
+      help: 'Duration of janitor runs.',
+      buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 30],
+      registers,
+    });
+    this.lastSuccess = new Gauge({
+      name: 'mcp_janitor_last_success_timestamp_seconds',
+      help: 'Unix time of the last janitor run that completed on this instance (skipped runs excluded).',
+      registers,
+    });
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    try {
+      const n = await this.recoverOrphans();
+      if (n > 0) this.logger.warn(`failed ${n} task(s) left running by stopped instances`);
+    } catch (err) {
+      this.logger.error(`startup recovery failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    if (!this.config.JANITOR_ENABLED) return;
+    const timer = setInterval(() => {
+      this.runOnce().catch((err: unknown) => {
+        this.logger.warn(`janitor run failed: ${err instanceof Error ? err.message : String(err)}`);
+      });
+    }, this.config.JANITOR_INTERVAL_MS);
+    timer.unref();
+    this.scheduler.addInterval(JOB, timer);
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    this.stopped = true;
+    if (this.scheduler.doesExist('interval', JOB)) this.scheduler.deleteInterval(JOB);
+    await this.sweeping?.catch(() => undefined);
+  }
+
+  /** Fails live tasks held by stopped or silent instances (never this one). Returns how many. */
+  async recoverOrphans(): Promise<number> {
+    let total = 0;
+    for (let i = 0; i < MAX_BATCHES_PER_STEP; i++) {
+      const rows = await this.repo.failOrphaned(
+        this.instances.instanceId,
+        this.staleInstanceMs(),
+        this.config.JANITOR_BATCH_SIZE,
+      );
+      this.account('instance_gone', rows);
+      total += rows.length;
+      if (rows.length < this.config.JANITOR_BATCH_SIZE) break;
+    }
+    return total;
+  }
+
+  /** One sweep (also what the schedule calls). Overlapping calls on one instance share the same run. */
+  runOnce(): Promise<JanitorReport> {
+    this.sweeping ??= this.sweep().finally(() => {
+      this.sweeping = undefined;
+    });
+    return this.sweeping;
+  }
+
+  private async sweep(): Promise<JanitorReport> {
+    const started = process.hrtime.bigint();
+    const rows: Record<JanitorStep, number> = { expire: 0, lease_lapsed: 0, instance_gone: 0, delete: 0 };
+    const opts = {
+      batchSize: this.config.JANITOR_BATCH_SIZE,
+      graceMs: this.config.TASK_EXPIRED_GRACE_MS,
+      selfInstanceId: this.instances.instanceId,
+      staleInstanceMs: this.staleInstanceMs(),
+    };
+    try {
+      for (const step of ['expire', 'lease_lapsed', 'instance_gone', 'delete'] as const) {
+        for (let i = 0; i < MAX_BATCHES_PER_STEP && !this.stopped; i++) {
+          const batch = await this.repo.janitorBatch(step, opts);
+          if (batch === null) {
+            this.runs.inc({ result: 'skipped' });
+            return { result: 'skipped', rows };
+          }
+          this.account(step, batch);
+          rows[step] += batch.length;
+          if (batch.length < opts.batchSize) break;
+        }
+      }
+    } catch (err) {
+      this.runs.inc({ result: 'error' });
+      throw err;
+    }
+    this.runs.inc({ result: 'ok' });
+    this.duration.observe(Number(process.hrtime.bigint() - started) / 1e9);
+    this.lastSuccess.set(Date.now() / 1000);
+    return { result: 'ok', rows };
+  }
+
+  private account(step: JanitorStep, rows: SweptTask[]): void {
+    if (rows.length === 0) return;
+    this.rowsTotal.inc({ action: step }, rows.length);
+    for (const t of rows) {
+      switch (step) {
+        case 'expire':
+          this.taskMetrics.taskFinished(t, 'expired');
+          break;
+        case 'lease_lapsed':
+          this.taskMetrics.taskFinished(t, 'failed');
+          this.taskMetrics.rescued(t.toolName, 'failed_lease_lapsed');
+          break;
+        case 'instance_gone':
+          this.taskMetrics.taskFinished(t, 'failed');
+          this.taskMetrics.rescued(t.toolName, 'failed_instance_gone');
+          break;
+        case 'delete':
+          break;
+      }
+    }
+  }
+
+  private staleInstanceMs(): number {
+    return STALE_HEARTBEATS * this.config.INSTANCE_HEARTBEAT_MS;
+  }
+}

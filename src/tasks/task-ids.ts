@@ -1,0 +1,42 @@
+import { randomBytes } from 'node:crypto';
+import { TaskError, TaskErrorCode } from './tasks.errors.js';
+
+/** 18 random bytes = 144 bits, as 24 url-safe characters: unguessable, so an id can act as a bearer handle. */
+export function newTaskId(): string {
+  return randomBytes(18).toString('base64url');
+}
+
+const TASK_ID = /^[A-Za-z0-9_-]{1,128}$/;
+
+/** Shape check only; whether the task exists (for this owner) is the store's answer. */
+export function isWellFormedTaskId(id: unknown): id is string {
+  return typeof id === 'string' && TASK_ID.test(id);
+}
+
+export interface ListPosition {
+  createdAt: Date;
+  id: string;
+}
+
+/** Opaque tasks/list cursor: the (created_at, id) of the last task of the previous page. */
+export function encodeCursor(pos: ListPosition): string {
+  return Buffer.from(JSON.stringify([pos.createdAt.toISOString(), pos.id]), 'utf8').toString('base64url');
+}
+
+export function decodeCursor(cursor: string): ListPosition {
+  const invalid = (): TaskError => new TaskError(TaskErrorCode.INVALID_CURSOR, 'Invalid cursor');
+  if (typeof cursor !== 'string' || cursor.length === 0 || cursor.length > 512) throw invalid();
+  if (!/^[A-Za-z0-9_-]+$/.test(cursor)) throw invalid();
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+  } catch {
+    throw invalid();
+  }
+  if (!Array.isArray(parsed) || parsed.length !== 2) throw invalid();
+  const [iso, id] = parsed as unknown[];
+  if (typeof iso !== 'string' || !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(iso)) throw invalid();
+  const createdAt = new Date(iso);
+  if (Number.isNaN(createdAt.getTime()) || !isWellFormedTaskId(id)) throw invalid();
+  return { createdAt, id };
+}

@@ -1,0 +1,87 @@
+import { Check, Column, Entity, Index, PrimaryColumn } from 'typeorm';
+import type { TaskStatus } from './task-state.js';
+import type { InputRequest, TaskEra, TaskErrorPayload } from './task.types.js';
+
+/**
+ * One durable task. Only TasksRepository reads or writes this table; everything else sees TaskSnapshot.
+ * Indexes, by the query that needs them:
+ * - task_owner_created_idx: tasks/list keyset pagination (owner, created_at DESC, id DESC);
+ * - task_owner_status_idx: the live-task count per owner under the creation lock;
+ * - task_status_lease_idx: the janitor's lapsed-lease sweep and the live count by status;
+ * - task_expires_idx: the janitor's expiry and deletion sweeps.
+ */
+@Entity({ name: 'task' })
+@Index('task_owner_created_idx', ['ownerId', 'createdAt', 'id'])
+@Index('task_owner_status_idx', ['ownerId', 'status'])
+@Index('task_status_lease_idx', ['status', 'leaseExpiresAt'])
+@Index('task_expires_idx', ['expiresAt'])
+@Check('task_status_check', `"status" IN ('working', 'input_required', 'completed', 'failed', 'cancelled')`)
+@Check('task_era_check', `"era" IN ('legacy', 'modern')`)
+export class Task {
+  @PrimaryColumn({ type: 'text' })
+  id: string;
+
+  @Column({ type: 'text' })
+  ownerId: string;
+
+  @Column({ type: 'text', nullable: true })
+  sessionId: string | null;
+
+  @Column({ type: 'text' })
+  era: TaskEra;
+
+  @Column({ type: 'text' })
+  toolName: string;
+
+  @Column({ type: 'text' })
+  status: TaskStatus;
+
+  @Column({ type: 'text', nullable: true })
+  statusMessage: string | null;
+
+  @Column({ type: 'timestamptz' })
+  createdAt: Date;
+
+  @Column({ type: 'timestamptz' })
+  lastUpdatedAt: Date;
+
+  @Column({ type: 'integer' })
+  ttlMs: number;
+
+  @Column({ type: 'timestamptz' })
+  expiresAt: Date;
+
+  @Column({ type: 'integer' })
+  pollIntervalMs: number;
+
+  @Column({ type: 'jsonb' })
+  requestParams: Record<string, unknown>;
+
+  @Column({ type: 'jsonb', nullable: true })
+  result: Record<string, unknown> | null;
+
+  @Column({ type: 'jsonb', nullable: true })
+  error: TaskErrorPayload | null;
+
+  @Column({ type: 'jsonb', default: () => "'{}'" })
+  inputRequests: Record<string, InputRequest>;
+
+  @Column({ type: 'jsonb', default: () => "'{}'" })
+  inputResponses: Record<string, unknown>;
+
+  @Column({ type: 'jsonb', nullable: true })
+  handlerState: unknown;
+
+  @Column({ type: 'integer', default: 0 })
+  inputRounds: number;
+
+  /** bigint comes back from pg as a string; the repository converts it. */
+  @Column({ type: 'bigint', default: 1 })
+  generation: string;
+
+  @Column({ type: 'uuid', nullable: true })
+  instanceId: string | null;
+
+  @Column({ type: 'timestamptz', nullable: true })
+  leaseExpiresAt: Date | null;
+}

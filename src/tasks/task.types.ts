@@ -1,0 +1,123 @@
+import type { TaskStatus } from './task-state.js';
+
+/** The era that created a task; a task keeps its era's vocabulary for life. */
+export type TaskEra = 'legacy' | 'modern';
+
+/** A JSON-RPC error object, as a failed task records it and tasks/result (legacy) replays it. */
+export interface TaskErrorPayload {
+  code: number;
+  message: string;
+  data?: unknown;
+}
+
+/** One outstanding request to the client (elicitation/create, sampling/createMessage, roots/list). */
+export interface InputRequest {
+  method: string;
+  params?: Record<string, unknown>;
+}
+
+/**
+ * A task as the registry hands it out: a plain immutable value, never a live entity. The protocol layer
+ * renders it for its era (ttl/pollInterval versus ttlMs/pollIntervalMs, wrapped or flat).
+ */
+export interface TaskSnapshot {
+  readonly id: string;
+  readonly ownerId: string;
+  /** Set for handshake-era tasks: the session that created them (for notifications/tasks/status). */
+  readonly sessionId: string | null;
+  readonly era: TaskEra;
+  readonly toolName: string;
+  readonly status: TaskStatus;
+  readonly statusMessage: string | null;
+  readonly createdAt: Date;
+  readonly lastUpdatedAt: Date;
+  /** Granted retention from creation, in ms (the client's request clamped to TASK_MAX_TTL_MS). */
+  readonly ttlMs: number;
+  readonly expiresAt: Date;
+  readonly pollIntervalMs: number;
+  /** The original tools/call params. */
+  readonly requestParams: Record<string, unknown>;
+  /** The tool's result (a CallToolResult, `isError` included) when completed. */
+  readonly result: Record<string, unknown> | null;
+  /** The JSON-RPC error when failed (also set for expiry, lost workers and shutdown). */
+  readonly error: TaskErrorPayload | null;
+  /** Outstanding input requests by server-minted key (empty unless input_required after a park). */
+  readonly inputRequests: Readonly<Record<string, InputRequest>>;
+  /** Every answer received so far, by key, over the task's whole life. */
+  readonly inputResponses: Readonly<Record<string, unknown>>;
+  /** What the handler saved when it parked; handed back when it resumes. */
+  readonly handlerState: unknown;
+  /** How many input rounds the task went through. */
+  readonly inputRounds: number;
+  /** Fencing token: bumped whenever the task changes hands (resume, cancel, expiry, rescue). */
+  readonly generation: number;
+  /** The instance whose worker runs the task now, if any. */
+  readonly instanceId: string | null;
+  readonly leaseExpiresAt: Date | null;
+}
+
+/** What the executor reports when a run of the work ends. */
+export type TaskOutcome =
+  | { kind: 'completed'; result: Record<string, unknown> }
+  | { kind: 'failed'; error: TaskErrorPayload }
+  | {
+      kind: 'input_required';
+      /**
+       * The questions of this round by the handler's own local key (unique within the round). The store
+       * mints the wire key `inputKeyFor(round, localKey)`, unique over the task's life.
+       */
+      requests: Record<string, InputRequest>;
+      /** Saved as is (JSON) and handed back on resume; at most TASK_MAX_HANDLER_STATE_BYTES. */
+      handlerState?: unknown;
+    };
+
+export interface TaskExecutionContext {
+  /** Aborted on cancel (from any instance), expiry, lost ownership and server shutdown. */
+  readonly signal: AbortSignal;
+  /** Every answer so far by wire key (empty on the first run). */
+  readonly answers: Readonly<Record<string, unknown>>;
+  /** What the handler saved when it last parked (undefined on the first run). */
+  readonly handlerState: unknown;
+  /** Rounds completed so far: the next park is round `inputRound + 1`. */
+  readonly inputRound: number;
+  /**
+   * Handshake era, input over SSE: the worker stays alive and flips the visible status to input_required
+   * while it waits, then back to working. Fenced like every worker write; returns false when the write was
+   * dropped (the task is no longer this worker's).
+   */
+  setStatus(status: 'working' | 'input_required', statusMessage?: string | null): Promise<boolean>;
+}
+
+/**
+ * The work behind a task, supplied by the protocol layer (it knows tools, handlers and eras). The runner
+ * calls `execute` for the first run and again for every resume after an input round, and records the
+ * outcome fenced by the task's generation.
+ */
+export interface TaskWorkExecutor {
+  execute(task: TaskSnapshot, ctx: TaskExecutionContext): Promise<TaskOutcome>;
+}
+
+/** Injection token under which a module may provide the TaskWorkExecutor (or call runner.setExecutor). */
+export const TASK_WORK_EXECUTOR = Symbol('TASK_WORK_EXECUTOR');
+
+/** Published (ids and status only) on every creation and status change, from whichever instance made it. */
+export interface TaskChange {
+  taskId: string;
+  ownerId: string;
+  sessionId: string | null;
+  era: TaskEra;
+  status: TaskStatus;
+  previousStatus: TaskStatus | null;
+  generation: number;
+}
+
+/**
+ * The wire key of a round's input request. Deterministic, so a handler that re-runs from the top can find
+ * its answers (`answers[inputKeyFor(round, localKey)]`), and unique over the task's life because rounds only
+ * grow and local keys are unique within a round.
+ */
+export function inputKeyFor(round: number, localKey: string): string {
+  return `r${round}.${localKey}`;
+}
+
+export const LOCAL_INPUT_KEY = /^[A-Za-z0-9_-]{1,64}$/;

@@ -1,0 +1,38 @@
+import type { TaskSnapshot } from './task.types.js';
+
+/**
+ * Domain errors of the task registry. The protocol layer maps each code to its era's wire error once
+ * (for instance TASK_NOT_FOUND → -32602 "Task not found" in both eras); nothing here knows JSON-RPC.
+ */
+export enum TaskErrorCode {
+  /** Unknown id, an id owned by someone else, or a task already deleted: deliberately one answer for all. */
+  TASK_NOT_FOUND = 'TASK_NOT_FOUND',
+  /** The task is completed, failed or cancelled, so the operation cannot apply (`task` carries it). */
+  TASK_TERMINAL = 'TASK_TERMINAL',
+  /** A configured limit refused the operation; the message names the limit. */
+  LIMIT_EXCEEDED = 'LIMIT_EXCEEDED',
+  /** A tasks/list cursor that this server did not produce. */
+  INVALID_CURSOR = 'INVALID_CURSOR',
+  /** An input round broke an input limit (rounds, keys, state size) or was malformed; the task was failed. */
+  INPUT_LIMIT = 'INPUT_LIMIT',
+  /** A task row could not be locked within TASK_LOCK_TIMEOUT_MS. */
+  TASK_BUSY = 'TASK_BUSY',
+  /** Invalid arguments from the calling layer (a programming error there, not a client error). */
+  INVALID_ARGUMENT = 'INVALID_ARGUMENT',
+}
+
+export class TaskError extends Error {
+  constructor(
+    readonly code: TaskErrorCode,
+    message: string,
+    /** The task as it is now, for TASK_TERMINAL (the legacy era quotes its status; the modern era acks). */
+    readonly task?: TaskSnapshot,
+  ) {
+    super(message);
+    this.name = 'TaskError';
+  }
+
+  static notFound(): TaskError {
+    return new TaskError(TaskErrorCode.TASK_NOT_FOUND, 'Task not found');
+  }
+}

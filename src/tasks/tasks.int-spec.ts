@@ -1,0 +1,502 @@
+import type { INestApplication } from '@nestjs/common';
+import { createTestApp } from '../../test/support/test-app.js';
+import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
+import { ControlledExecutor, metricValue, sleep, waitFor } from '../../test/support/controlled-executor.js';
+import { InstancesService } from '../instances/instances.service.js';
+import { JanitorService } from '../janitor/janitor.service.js';
+import { TaskRunnerService } from './task-runner.service.js';
+import { TaskError, TaskErrorCode } from './tasks.errors.js';
+import { TasksRepository } from './tasks.repository.js';
+import { TasksService, type CreateTaskInput } from './tasks.service.js';
+import { newTaskId } from './task-ids.js';
+
+async function caught(p: Promise<unknown>): Promise<TaskError> {
+  try {
+    await p;
+  } catch (err) {
+    if (err instanceof TaskError) return err;
+    throw err;
+  }
+  throw new Error('expected a TaskError');
+}
+
+describe('task registry on real PostgreSQL (one instance)', () => {
+  let db: TestDatabase;
+  let app: INestApplication;
+  let tasks: TasksService;
+  let repo: TasksRepository;
+  let runner: TaskRunnerService;
+  let exec: ControlledExecutor;
+  let me: string;
+
+  const input = (ownerId: string, extra: Partial<CreateTaskInput> = {}): CreateTaskInput => ({
+    ownerId,
+    era: 'legacy',
+    sessionId: 'sess-1',
+    toolName: 'slow_tool',
+    requestParams: { name: 'slow_tool', arguments: { n: 1 } },
+    ...extra,
+  });
+
+  beforeAll(async () => {
+    db = await createTestDatabase('tasks');
+    app = await createTestApp(db.url, { JANITOR_ENABLED: 'false' });
+    tasks = app.get(TasksService);
+    repo = app.get(TasksRepository);
+    runner = app.get(TaskRunnerService);
+    exec = new ControlledExecutor();
+    runner.setExecutor(exec);
+    me = app.get(InstancesService).instanceId;
+  });
+  afterAll(async () => {
+    await app.close();
+    await db.drop();
+  });
+
+  describe('creation', () => {
+    it('commits before returning, with a 144-bit url-safe id, the granted ttl and the poll hint', async () => {
+      const t = await tasks.create(input('owner-create', { requestedTtlMs: 60000 }));
+      expect(t.id).toMatch(/^[A-Za-z0-9_-]{24}$/);
+      expect(t).toMatchObject({
+        status: 'working',
+        era: 'legacy',
+        sessionId: 'sess-1',
+        toolName: 'slow_tool',
+        ttlMs: 60000,
+        pollIntervalMs: 1000,
+        generation: 1,
+        instanceId: me,
+      });
+      expect(t.expiresAt.getTime() - t.createdAt.getTime()).toBe(60000);
+      // Visible from another connection right away.
+      const row = await withClient(db.url, (c) =>
+        c.query('SELECT status, request_params FROM task WHERE id = $1', [t.id]),
+      );
+      expect(row.rows).toEqual([
+        { status: 'working', request_params: { name: 'slow_tool', arguments: { n: 1 } } },
+      ]);
+    });
+
+    it('clamps the requested ttl to TASK_MAX_TTL_MS and defaults it to TASK_DEFAULT_TTL_MS', async () => {
+      const big = await tasks.create(input('owner-ttl', { requestedTtlMs: 10 * 24 * 3600 * 1000 }));
+      expect(big.ttlMs).toBe(24 * 3600 * 1000);
+      const none = await tasks.create(input('owner-ttl'));
+      expect(none.ttlMs).toBe(3600 * 1000);
+      const silly = await tasks.create(input('owner-ttl', { requestedTtlMs: -5 }));
+      expect(silly.ttlMs).toBe(3600 * 1000);
+    });
+
+    it('150 parallel creates for one owner leave exactly TASK_MAX_PER_OWNER (100) live tasks', async () => {
+      const owner = 'owner-limit';
+      const results = await Promise.allSettled(Array.from({ length: 150 }, () => tasks.create(input(owner))));
+      const ok = results.filter((r) => r.status === 'fulfilled');
+      const refused = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
+      expect(ok).toHaveLength(100);
+      expect(refused).toHaveLength(50);
+      for (const r of refused) {
+        expect(r.reason).toBeInstanceOf(TaskError);
+        expect((r.reason as TaskError).code).toBe(TaskErrorCode.LIMIT_EXCEEDED);
+        expect((r.reason as TaskError).message).toContain('TASK_MAX_PER_OWNER = 100');
+      }
+      const live = await withClient(db.url, (c) =>
+        c.query(
+          `SELECT count(*)::int AS n FROM task WHERE owner_id = $1 AND status IN ('working','input_required')`,
+          [owner],
+        ),
+      );
+      expect(live.rows[0].n).toBe(100);
+      // Finished tasks do not count: cancelling one frees exactly one slot.
+      const first = ok[0].value;
+      await tasks.cancel(owner, first.id);
+      const again = await Promise.allSettled([tasks.create(input(owner)), tasks.create(input(owner))]);
+      expect(again.map((r) => r.status).sort()).toEqual(['fulfilled', 'rejected']);
+    });
+  });
+
+  describe('ownership', () => {
+    it('answers another owner exactly as it answers a random id, on every method', async () => {
+      const t = await tasks.create(input('alice'));
+      const random = newTaskId();
+      const ops = (owner: string, id: string): Promise<unknown>[] => [
+        tasks.get(owner, id),
+        tasks.cancel(owner, id),
+        tasks.submitInput(owner, id, { x: 1 }),
+        tasks.waitForTerminal(owner, id, { timeoutMs: 100 }),
+      ];
+      const foreign = await Promise.all(ops('mallory', t.id).map(caught));
+      const missing = await Promise.all(ops('mallory', random).map(caught));
+      for (const [i, e] of foreign.entries()) {
+        expect({ code: e.code, message: e.message, task: e.task }).toEqual({
+          code: TaskErrorCode.TASK_NOT_FOUND,
+          message: 'Task not found',
+          task: undefined,
+        });
+        expect({ code: e.code, message: e.message }).toEqual({
+          code: missing[i].code,
+          message: missing[i].message,
+        });
+      }
+      expect((await tasks.list('mallory')).tasks).toEqual([]);
+      expect(await tasks.ownedIds('mallory', [t.id])).toEqual([]);
+      expect(await tasks.ownedIds('alice', [random, t.id])).toEqual([t.id]);
+      // Alice's task is untouched by Mallory's attempts.
+      expect((await tasks.get('alice', t.id)).status).toBe('working');
+    });
+  });
+
+  describe('transitions under concurrency', () => {
+    it('50 parallel transitions on one task leave exactly one winner and a terminal state that never changes', async () => {
+      const owner = 'owner-race';
+      const t = await tasks.create(input(owner));
+      const fence = { taskId: t.id, generation: t.generation, instanceId: me };
+      const attempts = Array.from({ length: 50 }, (_, i) => {
+        switch (i % 3) {
+          case 0:
+            return tasks.cancel(owner, t.id).then(
+              () => 'cancelled',
+              (e: TaskError) => (e.code === TaskErrorCode.TASK_TERMINAL ? 'lost' : Promise.reject(e)),
+            );
+          case 1:
+            return repo
+              .completeIfCurrent(fence, { content: [], n: i })
+              .then((r) => (r.applied ? 'completed' : 'lost'));
+          default:
+            return repo
+              .failIfCurrent(fence, { code: -32603, message: `boom ${i}` })
+              .then((r) => (r.applied ? 'failed' : 'lost'));
+        }
+      });
+      const outcomes = await Promise.all(attempts);
+      const winners = outcomes.filter((o) => o !== 'lost');
+      expect(winners).toHaveLength(1);
+      const final = await tasks.get(owner, t.id);
+      expect(final.status).toBe(winners[0]);
+      // Nothing changes it afterwards.
+      await expect(tasks.cancel(owner, t.id)).rejects.toMatchObject({
+        code: TaskErrorCode.TASK_TERMINAL,
+        task: final,
+      });
+      expect((await repo.completeIfCurrent(fence, { late: true })).applied).toBe(false);
+      expect(
+        (await repo.failIfCurrent({ ...fence, generation: final.generation }, { code: 1, message: 'x' }))
+          .applied,
+      ).toBe(false);
+      expect(await tasks.get(owner, t.id)).toEqual(final);
+    });
+
+    it('200 cancel-versus-complete races each end in exactly one terminal state that stays', async () => {
+      const owner = 'owner-races';
+      const finals: string[] = [];
+      for (let batch = 0; batch < 10; batch++) {
+        const created = await Promise.all(Array.from({ length: 20 }, () => tasks.create(input(owner))));
+        const raced = await Promise.all(
+          created.map(async (t) => {
+            const [c, w] = await Promise.all([
+              tasks.cancel(owner, t.id).then(
+                () => true,
+                () => false,
+              ),
+              repo.completeIfCurrent(
+                { taskId: t.id, generation: t.generation, instanceId: me },
+                { ok: true },
+              ),
+            ]);
+            expect(Number(c) + Number(w.applied)).toBe(1);
+            const after = await tasks.get(owner, t.id);
+            expect(after.status).toBe(c ? 'cancelled' : 'completed');
+            return after.status;
+          }),
+        );
+        finals.push(...raced);
+      }
+      expect(finals).toHaveLength(200);
+      const rows = await withClient(db.url, (c) =>
+        c.query(`SELECT status, count(*)::int AS n FROM task WHERE owner_id = $1 GROUP BY status`, [owner]),
+      );
+      const total = rows.rows.reduce((s: number, r: { n: number }) => s + r.n, 0);
+      expect(total).toBe(200);
+      expect(rows.rows.every((r: { status: string }) => ['cancelled', 'completed'].includes(r.status))).toBe(
+        true,
+      );
+    });
+  });
+
+  describe('the runner', () => {
+    it('runs the executor in the background and records its result', async () => {
+      const t = await tasks.createAndStart(input('owner-run'));
+      const run = await exec.run(t.id);
+      expect(run.ctx.signal.aborted).toBe(false);
+      expect(runner.isRunning(t.id)).toBe(true);
+      run.complete({ content: [{ type: 'text', text: 'hello' }], isError: false });
+      const done = await tasks.waitForTerminal('owner-run', t.id, { timeoutMs: 5000 });
+      expect(done.kind).toBe('terminal');
+      expect(done.kind === 'terminal' && done.task).toMatchObject({
+        status: 'completed',
+        result: { content: [{ type: 'text', text: 'hello' }], isError: false },
+        instanceId: null,
+        leaseExpiresAt: null,
+      });
+      await waitFor(() => !runner.isRunning(t.id));
+    });
+
+    it('a late worker write after cancel is dropped and counted, and the abort reached the worker', async () => {
+      const before = await metricValue(app, 'mcp_task_stale_completions_total', { tool: 'late_tool' });
+      const t = await tasks.createAndStart(input('owner-late', { toolName: 'late_tool' }));
+      const run = await exec.run(t.id);
+      const cancelled = await tasks.cancel('owner-late', t.id);
+      expect(cancelled.status).toBe('cancelled');
+      await waitFor(() => run.ctx.signal.aborted);
+      run.complete({ content: [{ type: 'text', text: 'too late' }] });
+      await waitFor(async () =>
+        (await metricValue(app, 'mcp_task_stale_completions_total', { tool: 'late_tool' })) === before + 1
+          ? true
+          : undefined,
+      );
+      const after = await tasks.get('owner-late', t.id);
+      expect(after).toMatchObject({ status: 'cancelled', result: null });
+      expect(after.generation).toBe(cancelled.generation);
+    });
+
+    it('a worker that throws ends its task failed with the error it carried', async () => {
+      const t = await tasks.createAndStart(input('owner-throw'));
+      const run = await exec.run(t.id);
+      run.throwError(Object.assign(new Error('Bad thing'), { code: -32000, data: { why: 'x' } }));
+      const r = await tasks.waitForTerminal('owner-throw', t.id, { timeoutMs: 5000 });
+      expect(r.kind === 'terminal' && r.task).toMatchObject({
+        status: 'failed',
+        error: { code: -32000, message: 'Bad thing', data: { why: 'x' } },
+      });
+    });
+
+    it('escalates work that outlives the inline window and answers inline otherwise', async () => {
+      const fast = await tasks.runInlineThenTask(
+        input('owner-esc', { era: 'modern', sessionId: null }),
+        async () => ({
+          kind: 'completed',
+          result: { content: [] },
+        }),
+      );
+      expect(fast).toEqual({ kind: 'inline', outcome: { kind: 'completed', result: { content: [] } } });
+      expect((await tasks.list('owner-esc')).tasks).toHaveLength(0);
+
+      let signal: AbortSignal | undefined;
+      let finish: (() => void) | undefined;
+      const slow = await tasks.runInlineThenTask(
+        input('owner-esc', { era: 'modern', sessionId: null }),
+        (s) =>
+          new Promise((resolve) => {
+            signal = s;
+            finish = () =>
+              resolve({ kind: 'completed', result: { content: [{ type: 'text', text: 'slow' }] } });
+          }),
+        { windowMs: 50 },
+      );
+      expect(slow.kind).toBe('task');
+      if (slow.kind !== 'task') return;
+      expect(await tasks.get('owner-esc', slow.task.id)).toMatchObject({ status: 'working', era: 'modern' });
+      finish?.();
+      const r = await tasks.waitForTerminal('owner-esc', slow.task.id, { timeoutMs: 5000 });
+      expect(r.kind === 'terminal' && r.task.result).toEqual({ content: [{ type: 'text', text: 'slow' }] });
+      expect(signal?.aborted).toBe(false);
+    });
+  });
+
+  describe('input while running', () => {
+    const ask = (message: string) => ({
+      method: 'elicitation/create',
+      params: { message, requestedSchema: {} },
+    });
+
+    it('parks with minted keys, merges partial answers, ignores unknown ones, and resumes with every answer', async () => {
+      const owner = 'owner-input';
+      const t = await tasks.createAndStart(input(owner, { era: 'modern', sessionId: null }));
+      const first = await exec.run(t.id, 0);
+      expect(first.ctx.answers).toEqual({});
+      expect(first.ctx.inputRound).toBe(0);
+      first.park({ name: ask('Name?'), color: ask('Color?') }, { step: 1 });
+      const parked = await waitFor(async () => {
+        const cur = await tasks.get(owner, t.id);
+        return cur.status === 'input_required' ? cur : undefined;
+      });
+      expect(parked.inputRequests).toEqual({ 'r1.name': ask('Name?'), 'r1.color': ask('Color?') });
+      expect(parked).toMatchObject({
+        inputRounds: 1,
+        instanceId: null,
+        leaseExpiresAt: null,
+        handlerState: { step: 1 },
+      });
+
+      const partial = await tasks.submitInput(owner, t.id, {
+        'r1.name': { action: 'accept', content: { v: 'Ada' } },
+        bogus: 1,
+      });
+      expect(partial).toMatchObject({ accepted: ['r1.name'], ignored: ['bogus'], resumed: false });
+      expect(partial.task.status).toBe('input_required');
+      expect(Object.keys(partial.task.inputRequests)).toEqual(['r1.color']);
+      const dup = await tasks.submitInput(owner, t.id, {
+        'r1.name': { action: 'accept', content: { v: 'Eve' } },
+      });
+      expect(dup).toMatchObject({ accepted: [], ignored: ['r1.name'], resumed: false });
+
+      const last = await tasks.submitInput(owner, t.id, {
+        'r1.color': { action: 'accept', content: { v: 'red' } },
+      });
+      expect(last.resumed).toBe(true);
+      expect(last.task).toMatchObject({
+        status: 'working',
+        generation: parked.generation + 1,
+        instanceId: me,
+      });
+      const second = await exec.run(t.id, 1);
+      expect(second.ctx.handlerState).toEqual({ step: 1 });
+      expect(second.ctx.inputRound).toBe(1);
+      expect(second.ctx.answers).toEqual({
+        'r1.name': { action: 'accept', content: { v: 'Ada' } },
+        'r1.color': { action: 'accept', content: { v: 'red' } },
+      });
+      // A second round with the same local key gets a new wire key.
+      second.park({ name: ask('Name again?') }, { step: 2 });
+      const parked2 = await waitFor(async () => {
+        const cur = await tasks.get(owner, t.id);
+        return cur.status === 'input_required' ? cur : undefined;
+      });
+      expect(Object.keys(parked2.inputRequests)).toEqual(['r2.name']);
+      // The old worker's generation can no longer write.
+      expect(
+        (await repo.completeIfCurrent({ taskId: t.id, generation: parked.generation, instanceId: me }, {}))
+          .applied,
+      ).toBe(false);
+      await tasks.submitInput(owner, t.id, { 'r2.name': { action: 'decline' } });
+      const third = await exec.run(t.id, 2);
+      expect(Object.keys(third.ctx.answers).sort()).toEqual(['r1.color', 'r1.name', 'r2.name']);
+      third.complete({ content: [{ type: 'text', text: 'bye' }] });
+      const r = await tasks.waitForTerminal(owner, t.id, { timeoutMs: 5000 });
+      expect(r.kind === 'terminal' && r.task.status).toBe('completed');
+    });
+
+    it('cancels a parked task and ignores answers that arrive afterwards', async () => {
+      const owner = 'owner-input-cancel';
+      const t = await tasks.createAndStart(input(owner, { era: 'modern', sessionId: null }));
+      (await exec.run(t.id)).park({ ok: ask('OK?') });
+      await waitFor(async () =>
+        (await tasks.get(owner, t.id)).status === 'input_required' ? true : undefined,
+      );
+      expect((await tasks.cancel(owner, t.id)).status).toBe('cancelled');
+      const late = await tasks.submitInput(owner, t.id, { 'r1.ok': { action: 'accept' } });
+      expect(late).toMatchObject({ accepted: [], resumed: false });
+      expect(late.task.status).toBe('cancelled');
+      expect(exec.runs.filter((r) => r.task.id === t.id)).toHaveLength(1);
+    });
+
+    it('fails the task with a clear error when a round breaks a limit', async () => {
+      const owner = 'owner-input-limits';
+      const tooMany = await tasks.createAndStart(input(owner));
+      const keys = Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`k${i}`, ask(`q${i}`)]));
+      (await exec.run(tooMany.id)).park(keys);
+      const r1 = await tasks.waitForTerminal(owner, tooMany.id, { timeoutMs: 5000 });
+      expect(r1.kind === 'terminal' && r1.task).toMatchObject({
+        status: 'failed',
+        error: { code: -32603, message: expect.stringContaining('TASK_MAX_INPUT_KEYS (50)') },
+      });
+
+      const bigState = await tasks.createAndStart(input(owner));
+      (await exec.run(bigState.id)).park({ a: ask('a') }, { blob: 'x'.repeat(70000) });
+      const r2 = await tasks.waitForTerminal(owner, bigState.id, { timeoutMs: 5000 });
+      expect(r2.kind === 'terminal' && r2.task.statusMessage).toContain(
+        'TASK_MAX_HANDLER_STATE_BYTES (65536)',
+      );
+
+      // Rounds, through the repository with a small limit.
+      const t = await tasks.create(input(owner));
+      const limits = { maxRounds: 2, maxKeys: 5, maxStateBytes: 1000 };
+      let fence = { taskId: t.id, generation: t.generation, instanceId: me };
+      for (let round = 1; round <= 2; round++) {
+        const parked = await repo.parkForInput(fence, { q: ask('?') }, null, limits);
+        expect(parked).toMatchObject({ applied: true, limitBroken: null });
+        const merged = await repo.mergeInputResponses(
+          owner,
+          t.id,
+          { [`r${round}.q`]: { action: 'accept' } },
+          {
+            instanceId: me,
+            leaseMs: 30000,
+          },
+        );
+        expect(merged?.resumed).toBe(true);
+        fence = { ...fence, generation: merged!.task.generation };
+      }
+      const third = await repo.parkForInput(fence, { q: ask('?') }, null, limits);
+      expect(third.applied && third.limitBroken).toContain('TASK_MAX_INPUT_ROUNDS (2)');
+      expect((await tasks.get(owner, t.id)).status).toBe('failed');
+    });
+  });
+
+  describe('listing', () => {
+    it("pages the caller's tasks newest first, stable while new tasks are inserted", async () => {
+      const owner = 'owner-list';
+      const original: string[] = [];
+      for (let i = 0; i < 30; i++) original.push((await tasks.create(input(owner))).id);
+      await tasks.create(input('someone-else'));
+      const seen: string[] = [];
+      let cursor: string | undefined;
+      let pages = 0;
+      do {
+        const [page] = await Promise.all([
+          tasks.list(owner, cursor, 7),
+          // Concurrent inserts for the same owner while we walk.
+          Promise.all([tasks.create(input(owner)), tasks.create(input(owner))]),
+        ]);
+        seen.push(...page.tasks.map((t) => t.id));
+        for (const t of page.tasks) expect(t.ownerId).toBe(owner);
+        cursor = page.nextCursor;
+        pages++;
+      } while (cursor && pages < 50);
+      expect(new Set(seen).size).toBe(seen.length);
+      for (const id of original) expect(seen).toContain(id);
+      // Newest first: the originals appear in reverse creation order.
+      const order = seen.filter((id) => original.includes(id));
+      expect(order).toEqual([...original].reverse());
+    });
+
+    it('refuses cursors it did not make', async () => {
+      for (const bad of ['nope!', Buffer.from('{"x":1}').toString('base64url'), 'e30']) {
+        const e = await caught(tasks.list('owner-list', bad));
+        expect(e.code).toBe(TaskErrorCode.INVALID_CURSOR);
+      }
+    });
+  });
+
+  describe('expiry on read', () => {
+    it('fails a live task past its ttl as soon as anyone reads it, and wakes waiters', async () => {
+      const owner = 'owner-expire';
+      const t = await tasks.createAndStart(input(owner, { requestedTtlMs: 400 }));
+      const run = await exec.run(t.id);
+      const t0 = Date.now();
+      const r = await tasks.waitForTerminal(owner, t.id, { timeoutMs: 5000 });
+      expect(Date.now() - t0).toBeLessThan(2000);
+      expect(r.kind === 'terminal' && r.task).toMatchObject({
+        status: 'failed',
+        statusMessage: 'Task expired',
+      });
+      await waitFor(() => run.ctx.signal.aborted);
+    });
+  });
+
+  describe('metrics', () => {
+    it('reports live tasks by status from the database', async () => {
+      const rows = await withClient(db.url, (c) =>
+        c.query(`SELECT count(*)::int AS n FROM task WHERE status = 'working'`),
+      );
+      expect(await metricValue(app, 'mcp_tasks_active', { status: 'working' })).toBe(rows.rows[0].n);
+      expect(
+        await metricValue(app, 'mcp_tasks_created_total', { tool: 'slow_tool', mode: 'immediate' }),
+      ).toBeGreaterThan(100);
+    });
+  });
+
+  it('keeps the janitor idle here (JANITOR_ENABLED=false) yet runnable on demand', async () => {
+    await sleep(10);
+    const r = await app.get(JanitorService).runOnce();
+    expect(r.result).toBe('ok');
+  });
+});

@@ -1,0 +1,18 @@
+import { Module } from '@nestjs/common';
+import { InstancesModule } from '../instances/instances.module.js';
+import { TaskMetrics } from './task-metrics.service.js';
+import { TaskRunnerService } from './task-runner.service.js';
+import { TasksRepository } from './tasks.repository.js';
+import { TasksService } from './tasks.service.js';
+
+/**
+ * The task registry. Exports the domain API (TasksService, including `decide` for the execution decision),
+ * the runner (to plug in the TaskWorkExecutor and adopt escalated work) and the repository for the janitor.
+ * The pure decision function itself is `decideExecution` in execution-decision.ts.
+ */
+@Module({
+  imports: [InstancesModule],
+  providers: [TasksRepository, TaskMetrics, TaskRunnerService, TasksService],
+  exports: [TasksRepository, TaskMetrics, TaskRunnerService, TasksService],
+})
+export class TasksModule {}

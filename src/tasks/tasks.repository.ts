@@ -1,0 +1,763 @@
+import { Injectable } from '@nestjs/common';
+import { DataSource, type EntityManager } from 'typeorm';
+import { PgBusService } from '../bus/pg-bus.service.js';
+import { AppConfig } from '../config/app-config.js';
+import type { ListPosition } from './task-ids.js';
+import { canTransition, isLive, LIVE_STATUSES, TERMINAL_STATUSES, type TaskStatus } from './task-state.js';
+import { Task } from './task.entity.js';
+import {
+  inputKeyFor,
+  LOCAL_INPUT_KEY,
+  type InputRequest,
+  type TaskChange,
+  type TaskEra,
+  type TaskErrorPayload,
+  type TaskSnapshot,
+} from './task.types.js';
+import { TaskError, TaskErrorCode } from './tasks.errors.js';
+
+/** The bus channel every task change goes out on (ids and status only; receivers re-read). */
+export const TASK_CHANNEL = 'mcp_task_changed';
+
+/** Fixed advisory-lock keys; nothing else in the database uses them. */
+export const TASK_CREATE_LOCK_KEY = 7_140_512_101;
+export const JANITOR_LOCK_KEY = 7_140_512_102;
+
+/** Timestamps are kept at millisecond precision so list cursors (JS Dates) compare exactly. */
+const NOW_MS = `date_trunc('milliseconds', now())`;
+const LIVE_SQL = `('working', 'input_required')`;
+const TERMINAL_SQL = `('completed', 'failed', 'cancelled')`;
+
+export interface NewTask {
+  id: string;
+  ownerId: string;
+  sessionId: string | null;
+  era: TaskEra;
+  toolName: string;
+  ttlMs: number;
+  pollIntervalMs: number;
+  requestParams: Record<string, unknown>;
+  /** The instance that will run it (its lease starts now). */
+  instanceId: string;
+  leaseMs: number;
+  statusMessage?: string | null;
+}
+
+export interface CreationLimits {
+  maxPerOwner: number;
+  maxTotal: number;
+}
+
+export interface InputLimits {
+  maxRounds: number;
+  maxKeys: number;
+  maxStateBytes: number;
+}
+
+/** The identity a worker writes with: its task, the generation it was started on, and its instance. */
+export interface WorkerFence {
+  taskId: string;
+  generation: number;
+  instanceId: string;
+}
+
+export type WorkerWriteResult =
+  | { applied: true; task: TaskSnapshot; previous: TaskStatus }
+  | { applied: false; reason: 'gone' | 'not_current'; task: TaskSnapshot | null };
+
+export type ParkResult =
+  | { applied: true; task: TaskSnapshot; limitBroken: string | null }
+  | { applied: false; reason: 'gone' | 'not_current'; task: TaskSnapshot | null };
+
+export interface CancelResult {
+  applied: boolean;
+  task: TaskSnapshot;
+}
+
+export interface MergeResult {
+  task: TaskSnapshot;
+  accepted: string[];
+  ignored: string[];
+  /** True when the last outstanding answer arrived: the task is working again, leased to the merger. */
+  resumed: boolean;
+}
+
+export type JanitorStep = 'expire' | 'lease_lapsed' | 'instance_gone' | 'delete';
+
+export interface SweptTask {
+  id: string;
+  toolName: string;
+  status: TaskStatus;
+  createdAt: Date;
+}
+
+type Row = Record<string, unknown>;
+
+/** TypeORM answers UPDATE/DELETE … RETURNING on postgres with [rows, rowCount], other statements with rows. */
+function returned(result: unknown): Row[] {
+  const r = result as unknown[];
+  return (Array.isArray(r[0]) ? r[0] : r) as Row[];
+}
+
+function toNumber(v: unknown): number {
+  return typeof v === 'number' ? v : Number(v);
+}
+
+/** Maps a raw `task` row (snake_case, as RETURNING * gives it) to the immutable snapshot. */
+export function rowToSnapshot(r: Row): TaskSnapshot {
+  return Object.freeze({
+    id: r.id as string,
+    ownerId: r.owner_id as string,
+    sessionId: (r.session_id as string | null) ?? null,
+    era: r.era as TaskEra,
+    toolName: r.tool_name as string,
+    status: r.status as TaskStatus,
+    statusMessage: (r.status_message as string | null) ?? null,
+    createdAt: r.created_at as Date,
+    lastUpdatedAt: r.last_updated_at as Date,
+    ttlMs: toNumber(r.ttl_ms),
+    expiresAt: r.expires_at as Date,
+    pollIntervalMs: toNumber(r.poll_interval_ms),
+    requestParams: (r.request_params as Record<string, unknown>) ?? {},
+    result: (r.result as Record<string, unknown> | null) ?? null,
+    error: (r.error as TaskErrorPayload | null) ?? null,
+    inputRequests: (r.input_requests as Record<string, InputRequest>) ?? {},
+    inputResponses: (r.input_responses as Record<string, unknown>) ?? {},
+    handlerState: r.handler_state ?? null,
+    inputRounds: toNumber(r.input_rounds),
+    generation: toNumber(r.generation),
+    instanceId: (r.instance_id as string | null) ?? null,
+    leaseExpiresAt: (r.lease_expires_at as Date | null) ?? null,
+  });
+}
+
+function entityToSnapshot(e: Task): TaskSnapshot {
+  return Object.freeze({
+    id: e.id,
+    ownerId: e.ownerId,
+    sessionId: e.sessionId,
+    era: e.era,
+    toolName: e.toolName,
+    status: e.status,
+    statusMessage: e.statusMessage,
+    createdAt: e.createdAt,
+    lastUpdatedAt: e.lastUpdatedAt,
+    ttlMs: e.ttlMs,
+    expiresAt: e.expiresAt,
+    pollIntervalMs: e.pollIntervalMs,
+    requestParams: e.requestParams,
+    result: e.result,
+    error: e.error,
+    inputRequests: e.inputRequests,
+    inputResponses: e.inputResponses,
+    handlerState: e.handlerState ?? null,
+    inputRounds: e.inputRounds,
+    generation: Number(e.generation),
+    instanceId: e.instanceId,
+    leaseExpiresAt: e.leaseExpiresAt,
+  });
+}
+
+/** The mutable part of a row that one write replaces as a whole. */
+interface NextState {
+  status: TaskStatus;
+  statusMessage: string | null;
+  result: Record<string, unknown> | null;
+  error: TaskErrorPayload | null;
+  inputRequests: Record<string, InputRequest>;
+  inputResponses: Record<string, unknown>;
+  handlerState: unknown;
+  inputRounds: number;
+  generation: number;
+  instanceId: string | null;
+}
+
+type LeaseChange = { kind: 'keep' } | { kind: 'clear' } | { kind: 'renew'; ms: number };
+
+const EXPIRED: TaskErrorPayload = { code: -32603, message: 'Task expired' };
+const WORKER_LOST_MESSAGE = 'worker lost: the server running this task stopped';
+
+/**
+ * The only code that reads or writes the task table, and the only code that takes its locks. Every change
+ * is one transaction: lock_timeout, SELECT … FOR UPDATE, the liveness and fencing checks, the write, and the
+ * bus notification issued inside the transaction so PostgreSQL delivers it at commit (and never on rollback).
+ * Owner-facing reads and writes filter by owner in SQL, so another owner's task looks exactly like no task.
+ */
+@Injectable()
+export class TasksRepository {
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly bus: PgBusService,
+    private readonly config: AppConfig,
+  ) {}
+
+  // ---------------------------------------------------------------- creation
+
+  /**
+   * Inserts a task unless a live-task limit is reached. Creations serialize on one transaction-scoped
+   * advisory lock, so the counts they check cannot change under them: N parallel creates against a limit
+   * of L leave exactly min(N, L) live tasks. Finished tasks do not count.
+   */
+  async insertWithLimits(t: NewTask, limits: CreationLimits): Promise<TaskSnapshot> {
+    return this.tx(async (m) => {
+      await m.query('SELECT pg_advisory_xact_lock($1)', [TASK_CREATE_LOCK_KEY]);
+      const [counts] = await m.query<Row[]>(
+        `SELECT (SELECT count(*) FROM task WHERE owner_id = $1 AND status IN ${LIVE_SQL}) AS owner_live,
+                (SELECT count(*) FROM task WHERE status IN ${LIVE_SQL}) AS total_live`,
+        [t.ownerId],
+      );
+      if (toNumber(counts.owner_live) >= limits.maxPerOwner) {
+        throw new TaskError(
+          TaskErrorCode.LIMIT_EXCEEDED,
+          `Too many live tasks for this caller (TASK_MAX_PER_OWNER = ${limits.maxPerOwner})`,
+        );
+      }
+      if (toNumber(counts.total_live) >= limits.maxTotal) {
+        throw new TaskError(
+          TaskErrorCode.LIMIT_EXCEEDED,
+          `Too many live tasks on this server (TASK_MAX_TOTAL = ${limits.maxTotal})`,
+        );
+      }
+      const rows = await m.query<Row[]>(
+        `INSERT INTO task (id, owner_id, session_id, era, tool_name, status, status_message, created_at,
+                           last_updated_at, ttl_ms, expires_at, poll_interval_ms, request_params,
+                           instance_id, lease_expires_at)
+         VALUES ($1, $2, $3, $4, $5, 'working', $6, ${NOW_MS}, ${NOW_MS}, $7::int,
+                 ${NOW_MS} + $7::int * interval '1 millisecond', $8, $9::jsonb, $10,
+                 now() + $11::int * interval '1 millisecond')
+         RETURNING *`,
+        [
+          t.id,
+          t.ownerId,
+          t.sessionId,
+          t.era,
+          t.toolName,
+          t.statusMessage ?? null,
+          t.ttlMs,
+          t.pollIntervalMs,
+          JSON.stringify(t.requestParams),
+          t.instanceId,
+          t.leaseMs,
+        ],
+      );
+      const task = rowToSnapshot(rows[0]);
+      await this.publish(m, task, null);
+      return task;
+    });
+  }
+
+  // ---------------------------------------------------------------- owner-scoped reads
+
+  async findOwned(ownerId: string, id: string): Promise<TaskSnapshot | null> {
+    const e = await this.dataSource.getRepository(Task).findOneBy({ id, ownerId });
+    return e ? entityToSnapshot(e) : null;
+  }
+
+  /** Newest first, keyset-paginated on (created_at, id): stable while other tasks are inserted. */
+  async listOwned(ownerId: string, after: ListPosition | null, limit: number): Promise<TaskSnapshot[]> {
+    const params: unknown[] = [ownerId, limit];
+    let where = 'owner_id = $1';
+    if (after) {
+      params.push(after.createdAt, after.id);
+      where += ' AND (created_at, id) < ($3, $4)';
+    }
+    const rows = await this.dataSource.query<Row[]>(
+      `SELECT * FROM task WHERE ${where} ORDER BY created_at DESC, id DESC LIMIT $2`,
+      params,
+    );
+    return rows.map(rowToSnapshot);
+  }
+
+  /** Which of these ids the owner holds (subscriptions acknowledge only those). */
+  async ownedIds(ownerId: string, ids: readonly string[]): Promise<string[]> {
+    if (ids.length === 0) return [];
+    const rows = await this.dataSource.query<Row[]>(
+      'SELECT id FROM task WHERE owner_id = $1 AND id = ANY($2::text[])',
+      [ownerId, [...ids]],
+    );
+    const owned = new Set(rows.map((r) => r.id as string));
+    return ids.filter((id) => owned.has(id));
+  }
+
+  /** Live tasks by status, for the mcp_tasks_active gauge. */
+  async countLiveByStatus(): Promise<Record<string, number>> {
+    const rows = await this.dataSource.query<Row[]>(
+      `SELECT status, count(*) AS n FROM task WHERE status IN ${LIVE_SQL} GROUP BY status`,
+    );
+    const out: Record<string, number> = { working: 0, input_required: 0 };
+    for (const r of rows) out[r.status as string] = toNumber(r.n);
+    return out;
+  }
+
+  // ---------------------------------------------------------------- owner-scoped writes
+
+  /**
+   * Cancels a live task (working or input_required). A terminal task is returned unchanged with
+   * applied=false; null means not found (or not this owner's).
+   */
+  async cancelIfLive(ownerId: string, id: string, message: string): Promise<CancelResult | null> {
+    return this.tx(async (m) => {
+      const row = await this.lock(m, id, ownerId);
+      if (!row) return null;
+      const current = entityToSnapshot(row);
+      if (!isLive(current.status)) return { applied: false, task: current };
+      const task = await this.transition(m, current, 'cancelled', { statusMessage: message }, true);
+      return { applied: true, task };
+    });
+  }
+
+  /** Lazy expiry on read: a live task past created + ttl is failed "Task expired" right away. */
+  async expireIfDue(ownerId: string, id: string): Promise<CancelResult | null> {
+    return this.tx(async (m) => {
+      const row = await this.lock(m, id, ownerId);
+      if (!row) return null;
+      const current = entityToSnapshot(row);
+      const [{ due }] = await m.query<Row[]>('SELECT $1::timestamptz <= now() AS due', [current.expiresAt]);
+      if (!isLive(current.status) || due !== true) return { applied: false, task: current };
+      const task = await this.transition(
+        m,
+        current,
+        'failed',
+        { statusMessage: 'Task expired', error: EXPIRED },
+        true,
+      );
+      return { applied: true, task };
+    });
+  }
+
+  /**
+   * tasks/update: merges answers into a parked task. Keys that are not outstanding (unknown, already
+   * answered, from an earlier round) are ignored. While keys remain the task stays input_required; when the
+   * last one arrives it goes back to working with a new generation, leased to `instanceId`, which is then
+   * expected to resume the handler. A task that is not parked ignores every answer.
+   */
+  async mergeInputResponses(
+    ownerId: string,
+    id: string,
+    responses: Record<string, unknown>,
+    resume: { instanceId: string; leaseMs: number },
+  ): Promise<MergeResult | null> {
+    return this.tx(async (m) => {
+      const row = await this.lock(m, id, ownerId);
+      if (!row) return null;
+      const current = entityToSnapshot(row);
+      const keys = Object.keys(responses);
+      const outstanding = current.inputRequests;
+      if (current.status !== 'input_required' || Object.keys(outstanding).length === 0) {
+        return { task: current, accepted: [], ignored: keys, resumed: false };
+      }
+      const accepted = keys.filter((k) => Object.hasOwn(outstanding, k));
+      const ignored = keys.filter((k) => !Object.hasOwn(outstanding, k));
+      if (accepted.length === 0) return { task: current, accepted, ignored, resumed: false };
+      const inputResponses = { ...current.inputResponses };
+      const remaining = { ...outstanding };
+      for (const k of accepted) {
+        inputResponses[k] = responses[k];
+        delete remaining[k];
+      }
+      if (Object.keys(remaining).length > 0) {
+        const task = await this.write(
+          m,
+          current,
+          { inputRequests: remaining, inputResponses },
+          { kind: 'keep' },
+        );
+        return { task, accepted, ignored, resumed: false };
+      }
+      const task = await this.transition(
+        m,
+        current,
+        'working',
+        { inputRequests: {}, inputResponses, statusMessage: null, instanceId: resume.instanceId },
+        true,
+        { kind: 'renew', ms: resume.leaseMs },
+      );
+      return { task, accepted, ignored, resumed: true };
+    });
+  }
+
+  // ---------------------------------------------------------------- worker writes (fenced)
+
+  async completeIfCurrent(fence: WorkerFence, result: Record<string, unknown>): Promise<WorkerWriteResult> {
+    return this.workerWrite(fence, 'completed', { result, statusMessage: null });
+  }
+
+  async failIfCurrent(
+    fence: WorkerFence,
+    error: TaskErrorPayload,
+    statusMessage: string | null = error.message,
+  ): Promise<WorkerWriteResult> {
+    return this.workerWrite(fence, 'failed', { error, statusMessage });
+  }
+
+  /** Handshake-era input over SSE: the live worker flips the visible status without giving the task up. */
+  async setWorkerStatus(
+    fence: WorkerFence,
+    status: 'working' | 'input_required',
+    statusMessage: string | null,
+  ): Promise<WorkerWriteResult> {
+    return this.workerWrite(fence, status, { statusMessage });
+  }
+
+  /**
+   * The handler asked for input and returned: store its questions under minted keys, its state, and park
+   * the task as input_required with no worker and no lease. A round that breaks a limit (or is malformed)
+   * fails the task instead, with an error naming the limit.
+   */
+  async parkForInput(
+    fence: WorkerFence,
+    requests: Record<string, InputRequest>,
+    handlerState: unknown,
+    limits: InputLimits,
+  ): Promise<ParkResult> {
+    return this.tx(async (m) => {
+      const row = await this.lock(m, fence.taskId, null);
+      if (!row) return { applied: false, reason: 'gone', task: null };
+      const current = entityToSnapshot(row);
+      if (!this.isCurrent(current, fence)) return { applied: false, reason: 'not_current', task: current };
+      const broken = checkInputRound(current, requests, handlerState, limits);
+      if (broken) {
+        const task = await this.transition(
+          m,
+          current,
+          'failed',
+          { error: { code: -32603, message: broken }, statusMessage: broken },
+          true,
+        );
+        return { applied: true, task, limitBroken: broken };
+      }
+      const round = current.inputRounds + 1;
+      const minted: Record<string, InputRequest> = {};
+      for (const [localKey, req] of Object.entries(requests)) {
+        minted[inputKeyFor(round, localKey)] = { method: req.method, params: req.params ?? {} };
+      }
+      const task = await this.transition(
+        m,
+        current,
+        'input_required',
+        {
+          inputRequests: minted,
+          handlerState: handlerState ?? null,
+          inputRounds: round,
+          instanceId: null,
+          statusMessage: 'Waiting for input',
+        },
+        false,
+        { kind: 'clear' },
+      );
+      return { applied: true, task, limitBroken: null };
+    });
+  }
+
+  /**
+   * One batched UPDATE extending the leases of the tasks this instance runs. Returns the ids still held;
+   * an id missing from the answer is no longer this worker's (cancelled, expired, rescued) and is aborted.
+   */
+  async renewLeases(instanceId: string, ids: readonly string[], leaseMs: number): Promise<Set<string>> {
+    if (ids.length === 0) return new Set();
+    return this.tx(async (m) => {
+      const rows = returned(
+        await m.query(
+          `UPDATE task SET lease_expires_at = now() + $3::int * interval '1 millisecond'
+         WHERE instance_id = $1 AND id = ANY($2::text[]) AND status IN ${LIVE_SQL}
+         RETURNING id`,
+          [instanceId, [...ids], leaseMs],
+        ),
+      );
+      return new Set(rows.map((r) => r.id as string));
+    });
+  }
+
+  // ---------------------------------------------------------------- janitor
+
+  /**
+   * One bounded janitor batch, in its own transaction, under the janitor's transaction-scoped advisory
+   * lock. Returns null when another instance holds the lock (this run stops), else the rows handled.
+   * Rows are claimed with FOR UPDATE SKIP LOCKED, so a batch never waits behind live traffic.
+   */
+  async janitorBatch(
+    step: JanitorStep,
+    opts: { batchSize: number; graceMs: number; selfInstanceId: string; staleInstanceMs: number },
+  ): Promise<SweptTask[] | null> {
+    return this.tx(async (m) => {
+      const [{ ok }] = await m.query<Row[]>('SELECT pg_try_advisory_xact_lock($1) AS ok', [JANITOR_LOCK_KEY]);
+      if (ok !== true) return null;
+      if (step === 'delete') {
+        const rows = returned(
+          await m.query(
+            `DELETE FROM task WHERE id IN (
+             SELECT id FROM task
+             WHERE status IN ${TERMINAL_SQL} AND expires_at + $2::int * interval '1 millisecond' <= now()
+             ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+           RETURNING id, tool_name, status, created_at`,
+            [opts.batchSize, opts.graceMs],
+          ),
+        );
+        return rows.map(toSwept);
+      }
+      return this.failBatch(m, step, opts);
+    });
+  }
+
+  /** Startup recovery outside the janitor lock: idempotent (SKIP LOCKED, status checked in SQL). */
+  async failOrphaned(
+    selfInstanceId: string,
+    staleInstanceMs: number,
+    batchSize: number,
+  ): Promise<SweptTask[]> {
+    return this.tx((m) =>
+      this.failBatch(m, 'instance_gone', {
+        batchSize,
+        selfInstanceId,
+        staleInstanceMs,
+      }),
+    );
+  }
+
+  private async failBatch(
+    m: EntityManager,
+    step: Exclude<JanitorStep, 'delete'>,
+    opts: { batchSize: number; selfInstanceId: string; staleInstanceMs: number },
+  ): Promise<SweptTask[]> {
+    let select: string;
+    let params: unknown[];
+    let error: TaskErrorPayload;
+    switch (step) {
+      case 'expire':
+        select = `SELECT id, status AS prev FROM task WHERE status IN ${LIVE_SQL} AND expires_at <= now()
+                  ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED`;
+        params = [opts.batchSize];
+        error = EXPIRED;
+        break;
+      case 'lease_lapsed':
+        select = `SELECT id, status AS prev FROM task WHERE status IN ${LIVE_SQL} AND instance_id IS NOT NULL
+                  AND lease_expires_at < now() LIMIT $1 FOR UPDATE SKIP LOCKED`;
+        params = [opts.batchSize];
+        error = { code: -32603, message: WORKER_LOST_MESSAGE };
+        break;
+      case 'instance_gone':
+        // The instance that holds the task is stopped, silent for too long, or unknown: it will never finish it.
+        select = `SELECT t.id, t.status AS prev FROM task t LEFT JOIN service_instance si ON si.id = t.instance_id
+                  WHERE t.status IN ${LIVE_SQL} AND t.instance_id IS NOT NULL AND t.instance_id <> $2
+                    AND (si.id IS NULL OR si.stopped_at IS NOT NULL
+                         OR si.heartbeat_at < now() - $3::int * interval '1 millisecond')
+                  LIMIT $1 FOR UPDATE OF t SKIP LOCKED`;
+        params = [opts.batchSize, opts.selfInstanceId, opts.staleInstanceMs];
+        error = { code: -32603, message: WORKER_LOST_MESSAGE };
+        break;
+    }
+    const rows = returned(
+      await m.query(
+        `WITH due AS MATERIALIZED (${select})
+       UPDATE task t SET status = 'failed', status_message = $${params.length + 1},
+              error = $${params.length + 2}::jsonb, result = NULL, input_requests = '{}',
+              generation = t.generation + 1, instance_id = NULL, lease_expires_at = NULL,
+              last_updated_at = ${NOW_MS}
+       FROM due WHERE t.id = due.id
+       RETURNING t.*, due.prev AS previous_status`,
+        [...params, error.message, JSON.stringify(error)],
+      ),
+    );
+    const swept: SweptTask[] = [];
+    for (const r of rows) {
+      const task = rowToSnapshot(r);
+      await this.publish(m, task, r.previous_status as TaskStatus);
+      swept.push({ id: task.id, toolName: task.toolName, status: task.status, createdAt: task.createdAt });
+    }
+    return swept;
+  }
+
+  // ---------------------------------------------------------------- internals
+
+  private async tx<T>(work: (m: EntityManager) => Promise<T>): Promise<T> {
+    try {
+      return await this.dataSource.transaction(async (m) => {
+        await m.query(`SELECT set_config('lock_timeout', $1, true)`, [
+          `${this.config.TASK_LOCK_TIMEOUT_MS}ms`,
+        ]);
+        return work(m);
+      });
+    } catch (err) {
+      if ((err as { code?: unknown }).code === '55P03') {
+        throw new TaskError(TaskErrorCode.TASK_BUSY, 'Task is busy; try again');
+      }
+      throw err;
+    }
+  }
+
+  private lock(m: EntityManager, id: string, ownerId: string | null): Promise<Task | null> {
+    return m.getRepository(Task).findOne({
+      where: ownerId === null ? { id } : { id, ownerId },
+      lock: { mode: 'pessimistic_write' },
+    });
+  }
+
+  private isCurrent(t: TaskSnapshot, fence: WorkerFence): boolean {
+    return isLive(t.status) && t.generation === fence.generation && t.instanceId === fence.instanceId;
+  }
+
+  private async workerWrite(
+    fence: WorkerFence,
+    to: TaskStatus,
+    fields: Partial<NextState>,
+  ): Promise<WorkerWriteResult> {
+    return this.tx(async (m) => {
+      const row = await this.lock(m, fence.taskId, null);
+      if (!row) return { applied: false, reason: 'gone', task: null };
+      const current = entityToSnapshot(row);
+      if (!this.isCurrent(current, fence)) return { applied: false, reason: 'not_current', task: current };
+      if (current.status === to) {
+        const task = await this.write(m, current, fields, { kind: 'keep' });
+        return { applied: true, task, previous: current.status };
+      }
+      if (!canTransition(current.status, to)) {
+        return { applied: false, reason: 'not_current', task: current };
+      }
+      const clears: Partial<NextState> = isLive(to) ? {} : { instanceId: null, inputRequests: {} };
+      const task = await this.transition(
+        m,
+        current,
+        to,
+        { ...clears, ...fields },
+        false,
+        isLive(to) ? { kind: 'keep' } : { kind: 'clear' },
+      );
+      return { applied: true, task, previous: current.status };
+    });
+  }
+
+  /** A checked status change: refuses anything the state machine forbids, then writes and publishes. */
+  private async transition(
+    m: EntityManager,
+    current: TaskSnapshot,
+    to: TaskStatus,
+    fields: Partial<NextState>,
+    bumpGeneration: boolean,
+    lease: LeaseChange = isLive(to) ? { kind: 'keep' } : { kind: 'clear' },
+  ): Promise<TaskSnapshot> {
+    if (!canTransition(current.status, to)) {
+      throw new Error(`illegal task transition ${current.status} -> ${to} (${current.id})`);
+    }
+    const terminalClears: Partial<NextState> = isLive(to) ? {} : { instanceId: null, inputRequests: {} };
+    const task = await this.write(
+      m,
+      current,
+      {
+        ...terminalClears,
+        ...fields,
+        status: to,
+        generation: bumpGeneration ? current.generation + 1 : current.generation,
+      },
+      lease,
+    );
+    await this.publish(m, task, current.status);
+    return task;
+  }
+
+  private async write(
+    m: EntityManager,
+    current: TaskSnapshot,
+    fields: Partial<NextState>,
+    lease: LeaseChange,
+  ): Promise<TaskSnapshot> {
+    const next: NextState = {
+      status: current.status,
+      statusMessage: current.statusMessage,
+      result: current.result,
+      error: current.error,
+      inputRequests: { ...current.inputRequests },
+      inputResponses: { ...current.inputResponses },
+      handlerState: current.handlerState,
+      inputRounds: current.inputRounds,
+      generation: current.generation,
+      instanceId: current.instanceId,
+      ...fields,
+    };
+    const leaseSql =
+      lease.kind === 'keep'
+        ? 'lease_expires_at'
+        : lease.kind === 'clear'
+          ? 'NULL'
+          : `now() + ${Math.floor(lease.ms)} * interval '1 millisecond'`;
+    const rows = returned(
+      await m.query(
+        `UPDATE task SET status = $2, status_message = $3, result = $4::jsonb, error = $5::jsonb,
+              input_requests = $6::jsonb, input_responses = $7::jsonb, handler_state = $8::jsonb,
+              input_rounds = $9, generation = $10, instance_id = $11, lease_expires_at = ${leaseSql},
+              last_updated_at = ${NOW_MS}
+       WHERE id = $1 RETURNING *`,
+        [
+          current.id,
+          next.status,
+          next.statusMessage,
+          next.result === null ? null : JSON.stringify(next.result),
+          next.error === null ? null : JSON.stringify(next.error),
+          JSON.stringify(next.inputRequests),
+          JSON.stringify(next.inputResponses),
+          next.handlerState === null || next.handlerState === undefined
+            ? null
+            : JSON.stringify(next.handlerState),
+          next.inputRounds,
+          next.generation,
+          next.instanceId,
+        ],
+      ),
+    );
+    return rowToSnapshot(rows[0]);
+  }
+
+  private async publish(m: EntityManager, task: TaskSnapshot, previous: TaskStatus | null): Promise<void> {
+    const change: TaskChange = {
+      taskId: task.id,
+      ownerId: task.ownerId,
+      sessionId: task.sessionId,
+      era: task.era,
+      status: task.status,
+      previousStatus: previous,
+      generation: task.generation,
+    };
+    await this.bus.publish(TASK_CHANNEL, { ...change }, m);
+  }
+}
+
+function toSwept(r: Row): SweptTask {
+  return {
+    id: r.id as string,
+    toolName: r.tool_name as string,
+    status: r.status as TaskStatus,
+    createdAt: r.created_at as Date,
+  };
+}
+
+/** The first input limit a round breaks, as the message the failed task will carry; null when it is fine. */
+export function checkInputRound(
+  current: Pick<TaskSnapshot, 'inputRounds'>,
+  requests: Record<string, InputRequest>,
+  handlerState: unknown,
+  limits: InputLimits,
+): string | null {
+  const keys = Object.keys(requests ?? {});
+  if (keys.length === 0) return 'Invalid input round: no input requests';
+  for (const k of keys) {
+    if (!LOCAL_INPUT_KEY.test(k))
+      return `Invalid input round: bad request key ${JSON.stringify(k.slice(0, 80))}`;
+    const req = requests[k];
+    if (!req || typeof req.method !== 'string' || req.method.length === 0) {
+      return `Invalid input round: request ${k} has no method`;
+    }
+  }
+  if (current.inputRounds + 1 > limits.maxRounds) {
+    return `Input limit exceeded: more than TASK_MAX_INPUT_ROUNDS (${limits.maxRounds}) input rounds`;
+  }
+  if (keys.length > limits.maxKeys) {
+    return `Input limit exceeded: ${keys.length} input requests in one round, over TASK_MAX_INPUT_KEYS (${limits.maxKeys})`;
+  }
+  const stateBytes =
+    handlerState === undefined || handlerState === null ? 0 : Buffer.byteLength(JSON.stringify(handlerState));
+  if (stateBytes > limits.maxStateBytes) {
+    return `Input limit exceeded: handler state of ${stateBytes} bytes, over TASK_MAX_HANDLER_STATE_BYTES (${limits.maxStateBytes})`;
+  }
+  return null;
+}
+
+export { LIVE_STATUSES, TERMINAL_STATUSES };

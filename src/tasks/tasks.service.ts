@@ -1,0 +1,369 @@
+import { Injectable, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
+import { PgBusService } from '../bus/pg-bus.service.js';
+import { AppConfig } from '../config/app-config.js';
+import { InstancesService } from '../instances/instances.service.js';
+import { decideExecution, type CallSignals, type ExecutionDecision } from './execution-decision.js';
+import { decodeCursor, encodeCursor, isWellFormedTaskId, newTaskId } from './task-ids.js';
+import { isLive, isTerminal } from './task-state.js';
+import { TaskMetrics, type CreationMode } from './task-metrics.service.js';
+import { TaskRunnerService } from './task-runner.service.js';
+import type { TaskChange, TaskEra, TaskOutcome, TaskSnapshot } from './task.types.js';
+import { TaskError, TaskErrorCode } from './tasks.errors.js';
+import { TASK_CHANNEL, TasksRepository, type MergeResult } from './tasks.repository.js';
+
+export interface CreateTaskInput {
+  /** The principal id (Principal.id) that will own the task. */
+  ownerId: string;
+  /** Handshake era: the session that created it. */
+  sessionId?: string | null;
+  era: TaskEra;
+  toolName: string;
+  /** The original tools/call params, stored as is. */
+  requestParams: Record<string, unknown>;
+  /** The client's requested ttl (handshake era `params.task.ttl`); clamped, defaulted. */
+  requestedTtlMs?: number | null;
+  mode?: CreationMode;
+  statusMessage?: string | null;
+}
+
+export interface TaskPage {
+  tasks: TaskSnapshot[];
+  /** Present when more tasks follow; pass it back as `cursor`. */
+  nextCursor?: string;
+}
+
+export type WaitOutcome =
+  | { kind: 'terminal'; task: TaskSnapshot }
+  /** The task disappeared while waiting (deleted after expiry). */
+  | { kind: 'gone' }
+  | { kind: 'timeout'; task: TaskSnapshot }
+  | { kind: 'aborted'; task: TaskSnapshot };
+
+export type EscalationResult =
+  /** The work finished inside the window: answer with its outcome (an input_required outcome is MRTR). */
+  | { kind: 'inline'; outcome: TaskOutcome }
+  /** The window ran out: the task is committed and the work goes on under the runner. */
+  | { kind: 'task'; task: TaskSnapshot }
+  /** The caller's request ended (client disconnect) inside the window; the work was aborted. */
+  | { kind: 'aborted' };
+
+/** Safety re-read while waiting, in case a notification was missed (polling stays authoritative). */
+const WAIT_SAFETY_POLL_MS = 5000;
+
+/**
+ * The task registry's domain API, which the protocol layer calls for both eras. It speaks TaskSnapshot and
+ * TaskError, never JSON-RPC: rendering and error mapping belong to the protocol layer.
+ */
+@Injectable()
+export class TasksService implements OnModuleInit, OnApplicationShutdown {
+  private readonly waiters = new Map<string, Set<() => void>>();
+  private offBus: (() => void) | undefined;
+  private offResync: (() => void) | undefined;
+
+  constructor(
+    private readonly repo: TasksRepository,
+    private readonly runner: TaskRunnerService,
+    private readonly bus: PgBusService,
+    private readonly instances: InstancesService,
+    private readonly config: AppConfig,
+    private readonly metrics: TaskMetrics,
+  ) {}
+
+  onModuleInit(): void {
+    this.offBus = this.bus.subscribe(TASK_CHANNEL, (payload) => {
+      if (typeof payload.taskId === 'string') this.wake(payload.taskId);
+    });
+    this.offResync = this.bus.onResync(() => {
+      for (const id of [...this.waiters.keys()]) this.wake(id);
+    });
+  }
+
+  onApplicationShutdown(): void {
+    this.offBus?.();
+    this.offResync?.();
+  }
+
+  /** How a tools/call runs (see execution-decision.ts), with the configured inline window. */
+  decide(call: CallSignals, toolName: string): ExecutionDecision {
+    return decideExecution(call, toolName, { inlineWindowMs: this.config.TASK_INLINE_WINDOW_MS });
+  }
+
+  /** The ttl a request is granted: its own clamped to TASK_MAX_TTL_MS, else TASK_DEFAULT_TTL_MS. */
+  grantTtl(requested: number | null | undefined): number {
+    const max = this.config.TASK_MAX_TTL_MS;
+    if (typeof requested !== 'number' || !Number.isFinite(requested) || requested <= 0) {
+      return Math.min(this.config.TASK_DEFAULT_TTL_MS, max);
+    }
+    return Math.max(1, Math.min(Math.floor(requested), max));
+  }
+
+  /**
+   * Creates a working task leased to this instance and commits it before returning, so a tasks/get right
+   * after (on any instance) finds it. Throws LIMIT_EXCEEDED naming the limit. Does not start any work:
+   * call `runner.start(task)` (or use `createAndStart`).
+   */
+  async create(input: CreateTaskInput): Promise<TaskSnapshot> {
+    if (!input.ownerId || !input.toolName) {
+      throw new TaskError(TaskErrorCode.INVALID_ARGUMENT, 'ownerId and toolName are required');
+    }
+    const task = await this.repo.insertWithLimits(
+      {
+        id: newTaskId(),
+        ownerId: input.ownerId,
+        sessionId: input.sessionId ?? null,
+        era: input.era,
+        toolName: input.toolName,
+        ttlMs: this.grantTtl(input.requestedTtlMs),
+        pollIntervalMs: this.config.TASK_POLL_INTERVAL_MS,
+        requestParams: input.requestParams ?? {},
+        instanceId: this.instances.instanceId,
+        leaseMs: this.config.TASK_LEASE_MS,
+        statusMessage: input.statusMessage ?? null,
+      },
+      { maxPerOwner: this.config.TASK_MAX_PER_OWNER, maxTotal: this.config.TASK_MAX_TOTAL },
+    );
+    this.metrics.taskCreated(task.toolName, input.mode ?? 'immediate');
+    return task;
+  }
+
+  /** Handshake era: create, commit, start the executor in the background, return the handle. */
+  async createAndStart(input: CreateTaskInput): Promise<TaskSnapshot> {
+    const task = await this.create(input);
+    this.runner.start(task);
+    return task;
+  }
+
+  /**
+   * Extension era: runs `work` inline for the window (TASK_INLINE_WINDOW_MS unless given). Finished in time
+   * → its outcome, and no task exists. Not finished → the task is committed, the running work is handed to
+   * the runner (outcome recorded, cancel aborts it, lease renewed) and the task is returned. When the
+   * creation is refused (a limit), the work is aborted and the TaskError propagates.
+   */
+  async runInlineThenTask(
+    input: CreateTaskInput,
+    work: (signal: AbortSignal) => Promise<TaskOutcome>,
+    opts: { windowMs?: number; signal?: AbortSignal } = {},
+  ): Promise<EscalationResult> {
+    const controller = new AbortController();
+    const onCallerAbort = (): void => controller.abort(new Error('request closed'));
+    opts.signal?.addEventListener('abort', onCallerAbort, { once: true });
+    const running = Promise.resolve().then(() => work(controller.signal));
+    // Keep a rejection from surfacing as unhandled while it is not awaited yet.
+    running.catch(() => undefined);
+    const windowMs = opts.windowMs ?? this.config.TASK_INLINE_WINDOW_MS;
+    let timer: NodeJS.Timeout | undefined;
+    const first = await Promise.race([
+      running.then(
+        (outcome) => ({ kind: 'done' as const, outcome }),
+        (error: unknown) => ({ kind: 'threw' as const, error }),
+      ),
+      new Promise<{ kind: 'window' }>((resolve) => {
+        timer = setTimeout(() => resolve({ kind: 'window' }), windowMs);
+      }),
+      new Promise<{ kind: 'aborted' }>((resolve) => {
+        if (opts.signal?.aborted) resolve({ kind: 'aborted' });
+        opts.signal?.addEventListener('abort', () => resolve({ kind: 'aborted' }), { once: true });
+      }),
+    ]);
+    clearTimeout(timer);
+    if (first.kind === 'done') {
+      opts.signal?.removeEventListener('abort', onCallerAbort);
+      return { kind: 'inline', outcome: first.outcome };
+    }
+    if (first.kind === 'threw') {
+      opts.signal?.removeEventListener('abort', onCallerAbort);
+      throw first.error;
+    }
+    if (first.kind === 'aborted') {
+      controller.abort(new Error('request closed'));
+      return { kind: 'aborted' };
+    }
+    // From here the task lives on independently of the request that started it.
+    opts.signal?.removeEventListener('abort', onCallerAbort);
+    let task: TaskSnapshot;
+    try {
+      task = await this.create({ ...input, mode: 'escalated' });
+    } catch (err) {
+      controller.abort(new Error('task creation refused'));
+      throw err;
+    }
+    this.runner.adopt(task, controller, running);
+    return { kind: 'task', task };
+  }
+
+  /**
+   * The caller's task, or TASK_NOT_FOUND (also for another owner's task: same error, same message). A live
+   * task past created + ttl is failed "Task expired" on the spot, so no reader ever sees it live.
+   */
+  async get(ownerId: string, taskId: string): Promise<TaskSnapshot> {
+    const task = await this.read(ownerId, taskId);
+    if (!task) throw TaskError.notFound();
+    return task;
+  }
+
+  /** The caller's tasks, newest first, `TASK_LIST_PAGE_SIZE` per page. A cursor this server did not make → INVALID_CURSOR. */
+  async list(ownerId: string, cursor?: string | null, limit?: number): Promise<TaskPage> {
+    const after = cursor === undefined || cursor === null ? null : decodeCursor(cursor);
+    const pageSize = Math.max(1, Math.min(limit ?? this.config.TASK_LIST_PAGE_SIZE, 1000));
+    const rows = await this.repo.listOwned(ownerId, after, pageSize + 1);
+    const tasks = rows.slice(0, pageSize);
+    if (rows.length <= pageSize) return { tasks };
+    const last = tasks[tasks.length - 1];
+    return { tasks, nextCursor: encodeCursor({ createdAt: last.createdAt, id: last.id }) };
+  }
+
+  /**
+   * Cancels a live task (input_required included) and aborts its worker wherever it runs. A terminal task
+   * → TASK_TERMINAL carrying the task (the handshake era answers -32602 with its status; the extension era
+   * acks). Unknown or foreign → TASK_NOT_FOUND.
+   */
+  async cancel(
+    ownerId: string,
+    taskId: string,
+    message = 'The task was cancelled by request.',
+  ): Promise<TaskSnapshot> {
+    if (!isWellFormedTaskId(taskId)) throw TaskError.notFound();
+    const r = await this.repo.cancelIfLive(ownerId, taskId, message);
+    if (!r) throw TaskError.notFound();
+    if (!r.applied) {
+      throw new TaskError(
+        TaskErrorCode.TASK_TERMINAL,
+        `Cannot cancel task: already in terminal status '${r.task.status}'`,
+        r.task,
+      );
+    }
+    this.metrics.taskFinished(r.task, 'cancelled');
+    this.runner.abortLocal(taskId, 'task cancelled');
+    return r.task;
+  }
+
+  /**
+   * tasks/update: merges `responses` into a parked task (unknown and already answered keys are ignored).
+   * When the last outstanding key is answered the task is working again and this instance resumes the
+   * handler with its saved state and every answer so far. Unknown or foreign → TASK_NOT_FOUND.
+   */
+  async submitInput(
+    ownerId: string,
+    taskId: string,
+    responses: Record<string, unknown>,
+  ): Promise<MergeResult> {
+    if (!isWellFormedTaskId(taskId)) throw TaskError.notFound();
+    if (responses === null || typeof responses !== 'object' || Array.isArray(responses)) {
+      throw new TaskError(TaskErrorCode.INVALID_ARGUMENT, 'inputResponses must be an object');
+    }
+    const r = await this.repo.mergeInputResponses(ownerId, taskId, responses, {
+      instanceId: this.instances.instanceId,
+      leaseMs: this.config.TASK_LEASE_MS,
+    });
+    if (!r) throw TaskError.notFound();
+    if (r.resumed) this.runner.start(r.task);
+    return r;
+  }
+
+  /**
+   * Resolves as soon as the task is terminal (or gone), woken by the change notification from whichever
+   * instance made it, with a re-read after a bus reconnect and a safety poll; also wakes at the task's
+   * expiry. TASK_NOT_FOUND when it does not exist (for this owner) to begin with.
+   */
+  async waitForTerminal(
+    ownerId: string,
+    taskId: string,
+    opts: { timeoutMs?: number; signal?: AbortSignal } = {},
+  ): Promise<WaitOutcome> {
+    const deadline = Date.now() + (opts.timeoutMs ?? this.config.TASK_RESULT_TIMEOUT_MS);
+    let last = await this.get(ownerId, taskId);
+    for (;;) {
+      if (isTerminal(last.status)) return { kind: 'terminal', task: last };
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) return { kind: 'timeout', task: last };
+      if (opts.signal?.aborted) return { kind: 'aborted', task: last };
+      const woken = this.arm(taskId);
+      try {
+        // Re-read after arming, so a change committed in between is not missed.
+        const now = await this.read(ownerId, taskId);
+        if (!now) return { kind: 'gone' };
+        last = now;
+        if (isTerminal(last.status)) return { kind: 'terminal', task: last };
+        const untilExpiry = Math.max(0, last.expiresAt.getTime() - Date.now() + 10);
+        await woken.wait(Math.min(remaining, WAIT_SAFETY_POLL_MS, untilExpiry), opts.signal);
+      } finally {
+        woken.disarm();
+      }
+      const next = await this.read(ownerId, taskId);
+      if (!next) return { kind: 'gone' };
+      last = next;
+    }
+  }
+
+  /**
+   * Every task creation and status change, from any instance (delivered at commit). The payload carries ids
+   * and status only: re-read with `get(change.ownerId, change.taskId)` to render it.
+   */
+  onTaskChanged(handler: (change: TaskChange) => void): () => void {
+    return this.bus.subscribe(TASK_CHANNEL, (payload) => {
+      if (typeof payload.taskId !== 'string') return;
+      handler(payload as unknown as TaskChange);
+    });
+  }
+
+  /** Called after the bus reconnected: changes may have been missed, so re-read what you track. */
+  onResync(handler: () => void): () => void {
+    return this.bus.onResync(handler);
+  }
+
+  /** Which of these ids the owner holds, in the given order (for subscription acknowledgements). */
+  async ownedIds(ownerId: string, taskIds: readonly string[]): Promise<string[]> {
+    return this.repo.ownedIds(ownerId, taskIds.filter(isWellFormedTaskId));
+  }
+
+  private async read(ownerId: string, taskId: string): Promise<TaskSnapshot | null> {
+    if (!isWellFormedTaskId(taskId)) return null;
+    const task = await this.repo.findOwned(ownerId, taskId);
+    if (!task || !isLive(task.status) || task.expiresAt.getTime() > Date.now()) return task;
+    const r = await this.repo.expireIfDue(ownerId, taskId);
+    if (r?.applied) {
+      this.metrics.taskFinished(r.task, 'expired');
+      this.runner.abortLocal(taskId, 'task expired');
+    }
+    return r ? r.task : null;
+  }
+
+  private wake(taskId: string): void {
+    const set = this.waiters.get(taskId);
+    if (!set) return;
+    for (const fn of [...set]) fn();
+  }
+
+  private arm(taskId: string): { wait(ms: number, signal?: AbortSignal): Promise<void>; disarm(): void } {
+    let fired = false;
+    let resolveFn: (() => void) | undefined;
+    const fire = (): void => {
+      fired = true;
+      resolveFn?.();
+    };
+    let set = this.waiters.get(taskId);
+    if (!set) {
+      set = new Set();
+      this.waiters.set(taskId, set);
+    }
+    set.add(fire);
+    return {
+      wait: (ms, signal) =>
+        new Promise<void>((resolve) => {
+          if (fired || signal?.aborted) return resolve();
+          const done = (): void => {
+            clearTimeout(timer);
+            signal?.removeEventListener('abort', done);
+            resolve();
+          };
+          const timer = setTimeout(done, ms);
+          signal?.addEventListener('abort', done, { once: true });
+          resolveFn = done;
+        }),
+      disarm: () => {
+        set.delete(fire);
+        if (set.size === 0 && this.waiters.get(taskId) === set) this.waiters.delete(taskId);
+      },
+    };
+  }
+}
