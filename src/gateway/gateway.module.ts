@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { McpMethodsService } from '../protocol/mcp-methods.service.js';
 import { SessionsModule } from '../sessions/sessions.module.js';
+import { TasksModule } from '../tasks/tasks.module.js';
 import { ToolDispatchModule } from '../tool-dispatch/tool-dispatch.module.js';
 import { ClientRequestsService } from './client-requests.service.js';
 import { InFlightService } from './in-flight.service.js';
@@ -9,9 +10,11 @@ import { McpRequestExecutor } from './mcp-request.executor.js';
 import { McpController } from './mcp.controller.js';
 import { ModernMcpHandler } from './modern-mcp.handler.js';
 import { StreamHub } from './stream-hub.service.js';
+import { TaskExecutor } from './task-executor.service.js';
+import { TasksProtocolService } from './tasks-protocol.service.js';
 
 @Module({
-  imports: [SessionsModule, ToolDispatchModule],
+  imports: [SessionsModule, ToolDispatchModule, TasksModule],
   controllers: [McpController],
   providers: [
     StreamHub,
@@ -21,6 +24,8 @@ import { StreamHub } from './stream-hub.service.js';
     McpMethodsService,
     LegacyMcpHandler,
     ModernMcpHandler,
+    TaskExecutor,
+    TasksProtocolService,
   ],
   exports: [LegacyMcpHandler, ModernMcpHandler, McpMethodsService, StreamHub],
 })

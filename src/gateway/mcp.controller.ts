@@ -118,7 +118,7 @@ export class McpController {
           return;
         }
         if (classified.message.method === 'subscriptions/listen') {
-          await this.modern.listen(req, res, classified.message);
+          await this.modern.listen(req, res, classified.message, principal);
           return;
         }
         await this.modern.request(req, res, classified.message, principal);

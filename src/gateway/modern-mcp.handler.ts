@@ -11,12 +11,20 @@ import { paramsDigest, RequestStateCodec } from '../protocol/request-state.js';
 import { isModernVersion, META, MODERN_VERSIONS } from '../protocol/versions.js';
 import type { Principal } from '../principals/principal.js';
 import { ToolRegistry } from '../tool-dispatch/tool-registry.service.js';
+import { LifecycleService } from '../lifecycle/lifecycle.service.js';
 import { McpRequestExecutor } from './mcp-request.executor.js';
 import { ModernChannel } from './response-channel.js';
 import { SseWriter } from './sse-writer.js';
 
 type Params = Record<string, unknown>;
 type ModernMethod = (params: Params, ctx: RequestContext) => Promise<Record<string, unknown>>;
+
+/** Validates one listen filter, starts delivering for it, and returns what the acknowledgement echoes. */
+export type ListenFilter = (
+  filter: unknown,
+  ctx: { principal: Principal; clientCapabilities: Params; signal: AbortSignal },
+  send: (method: string, params: Params) => void,
+) => Promise<unknown>;
 
 /** Methods of the handshake era that do not exist in 2026-07-28: 404 + -32601. */
 const MRTR_METHODS = new Set(['tools/call', 'prompts/get', 'resources/read']);
@@ -32,12 +40,14 @@ function isObject(v: unknown): v is Params {
 @Injectable()
 export class ModernMcpHandler {
   private readonly methods = new Map<string, ModernMethod>();
+  private readonly listenFilters = new Map<string, ListenFilter>();
   private readonly stateCodec: RequestStateCodec;
 
   constructor(
     private readonly mcp: McpMethodsService,
     private readonly executor: McpRequestExecutor,
     private readonly registry: ToolRegistry,
+    private readonly lifecycle: LifecycleService,
     private readonly config: AppConfig,
   ) {
     this.stateCodec = new RequestStateCodec(config.MRTR_STATE_SECRET);
@@ -213,20 +223,57 @@ export class ModernMcpHandler {
     );
   }
 
-  /** subscriptions/listen: acknowledges the filters it will honour, then holds the stream open. */
-  async listen(req: Request, res: Response, m: JsonRpcRequest): Promise<void> {
-    this.validate(req, m);
+  /** Lets other modules honour a subscriptions/listen filter (the tasks extension's `taskIds`). */
+  registerListenFilter(key: string, handler: ListenFilter): void {
+    this.listenFilters.set(key, handler);
+  }
+
+  /**
+   * subscriptions/listen: acknowledges the filters it will honour, then holds the stream open, every message
+   * tagged with the subscription id (the listen request's id). Ends when the client closes it or at drain.
+   */
+  async listen(req: Request, res: Response, m: JsonRpcRequest, principal: Principal): Promise<void> {
+    const { caps } = this.validate(req, m);
     const filters = isObject(m.params?.notifications) ? m.params.notifications : {};
     const agreed: Params = {};
+    // List-changed filters are accepted; this server's lists are fixed at startup, so they never fire.
     for (const key of ['toolsListChanged', 'promptsListChanged', 'resourcesListChanged']) {
       if (filters[key] === true) agreed[key] = true;
     }
+    const closed = new AbortController();
+    const tag = { [META.SUBSCRIPTION_ID]: m.id };
+    // Filters are set up before the stream opens (their refusals are plain HTTP errors); anything they
+    // deliver before the acknowledgement waits and follows it.
+    const stream: { writer?: SseWriter; early: Record<string, unknown>[] } = { early: [] };
+    const send = (method: string, params: Params): void => {
+      const message = { jsonrpc: '2.0', method, params: { _meta: tag, ...params } };
+      if (stream.writer) stream.writer.send(message);
+      else stream.early.push(message);
+    };
+    try {
+      for (const [key, handler] of this.listenFilters) {
+        if (filters[key] !== undefined) {
+          agreed[key] = await handler(
+            filters[key],
+            { principal, clientCapabilities: caps, signal: closed.signal },
+            send,
+          );
+        }
+      }
+    } catch (err) {
+      closed.abort(); // unsubscribes whatever the earlier filters set up
+      throw err;
+    }
     const writer = new SseWriter(res, this.config.SSE_KEEPALIVE_MS);
+    writer.onClose(() => closed.abort());
+    this.lifecycle.onDrain(() => writer.end());
     writer.send({
       jsonrpc: '2.0',
       method: 'notifications/subscriptions/acknowledged',
-      params: { _meta: { [META.SUBSCRIPTION_ID]: m.id }, notifications: agreed },
+      params: { _meta: tag, notifications: agreed },
     });
+    stream.writer = writer;
+    for (const message of stream.early.splice(0)) writer.send(message);
   }
 
   private answersFor(params: Params, method: string, principal: Principal): Record<string, unknown> {

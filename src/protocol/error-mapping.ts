@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { SessionError } from '../sessions/sessions.errors.js';
 import { McpProtocolError } from '../tool-dispatch/tool-context.js';
+import { TaskError, TaskErrorCode } from '../tasks/tasks.errors.js';
 import { ToolDispatchError, ToolDispatchErrorCode } from '../tool-dispatch/tool-dispatch.errors.js';
 import { JSONRPC, type JsonRpcErrorObject } from './json-rpc.js';
 import { ProtocolError } from './protocol.errors.js';
@@ -79,5 +80,22 @@ registerErrorMapper((err, era) => {
         error: rpc(JSONRPC.INTERNAL_ERROR, 'Internal error: the tool produced an invalid result'),
         httpStatus: 200,
       };
+  }
+});
+
+/** Task registry refusals. A foreign task and a missing one get the very same answer. */
+registerErrorMapper((err) => {
+  if (!(err instanceof TaskError)) return undefined;
+  switch (err.code) {
+    case TaskErrorCode.TASK_NOT_FOUND:
+      return { error: rpc(JSONRPC.INVALID_PARAMS, 'Task not found'), httpStatus: 200 };
+    case TaskErrorCode.TASK_TERMINAL:
+    case TaskErrorCode.INVALID_CURSOR:
+    case TaskErrorCode.INPUT_LIMIT:
+    case TaskErrorCode.INVALID_ARGUMENT:
+      return { error: rpc(JSONRPC.INVALID_PARAMS, err.message), httpStatus: 200 };
+    case TaskErrorCode.LIMIT_EXCEEDED:
+    case TaskErrorCode.TASK_BUSY:
+      return { error: rpc(JSONRPC.SERVER_ERROR, err.message), httpStatus: 200 };
   }
 });

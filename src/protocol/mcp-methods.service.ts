@@ -9,7 +9,7 @@ import type {
 } from '../tool-dispatch/tool-dispatch.types.js';
 import { ProtocolError } from './protocol.errors.js';
 import { LOG_LEVEL_ORDER, type RequestContext } from './request-context.js';
-import { MODERN_VERSIONS } from './versions.js';
+import { MODERN_VERSIONS, TASKS_EXTENSION } from './versions.js';
 
 export const SERVER_INFO = { name: 'mcp-task-server', title: 'MCP Task Server', version: BUILD_VERSION };
 
@@ -138,6 +138,9 @@ export class McpMethodsService {
       completions: {},
       logging: {},
     };
+    // Tasks: core capability in the handshake era, the extension in 2026-07-28 (never both in one era).
+    if (era === 'legacy') caps.tasks = { list: {}, cancel: {}, requests: { tools: { call: {} } } };
+    else caps.extensions = { [TASKS_EXTENSION]: {} };
     return caps;
   }
 

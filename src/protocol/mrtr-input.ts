@@ -12,7 +12,7 @@ import { ProtocolError } from './protocol.errors.js';
 
 export interface InputRequest {
   method: string;
-  params: Record<string, unknown>;
+  params?: Record<string, unknown>;
 }
 
 /** Raised inside a handler when it needs answers this round does not have; ends the round. */

@@ -30,6 +30,10 @@ export class SessionsRepository {
     return row;
   }
 
+  async findById(id: string): Promise<McpSession | null> {
+    return this.repo.findOneBy({ id });
+  }
+
   /** Refreshes last_seen_at, at most once per `minIntervalMs`, so busy sessions do not write on every request. */
   async touch(id: string, minIntervalMs: number): Promise<void> {
     await this.repo

@@ -67,6 +67,11 @@ export class SessionsService implements OnApplicationBootstrap, OnApplicationShu
     return session;
   }
 
+  /** A session by id, whoever owns it: for server-side work (a task's worker), never for a request. */
+  async find(id: string): Promise<McpSession | null> {
+    return this.sessions.findById(id);
+  }
+
   async end(session: McpSession): Promise<void> {
     await this.sessions.end(session.id);
   }

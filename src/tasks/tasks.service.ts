@@ -297,12 +297,13 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
 
   /**
    * Every task creation and status change, from any instance (delivered at commit). The payload carries ids
-   * and status only: re-read with `get(change.ownerId, change.taskId)` to render it.
+   * and status only: re-read with `get(change.ownerId, change.taskId)` to render it. `self` is true on the
+   * instance that made the change, so exactly one instance can act on each change.
    */
-  onTaskChanged(handler: (change: TaskChange) => void): () => void {
-    return this.bus.subscribe(TASK_CHANNEL, (payload) => {
+  onTaskChanged(handler: (change: TaskChange, self: boolean) => void): () => void {
+    return this.bus.subscribe(TASK_CHANNEL, (payload, meta) => {
       if (typeof payload.taskId !== 'string') return;
-      handler(payload as unknown as TaskChange);
+      handler(payload as unknown as TaskChange, meta.self);
     });
   }
 

@@ -18,6 +18,9 @@ function question(message: string, property: string, type: 'string' | 'boolean')
  * from `taskSupport`; the handlers only do the work, honour `ctx.signal` (a cancelled task must settle
  * `cancelled`) and ask for input through `ctx.input`.
  */
+
+/** Work done before the first question or failure; longer than TASK_INLINE_WINDOW_MS (100 ms). */
+const PREPARE_MS = 300;
 @Injectable()
 export class TaskToolsService {
   @McpTool({
@@ -56,7 +59,9 @@ export class TaskToolsService {
     description: 'Fails at the protocol level (the task ends failed).',
     taskSupport: 'optional',
   })
-  protocolErrorJob(): never {
+  async protocolErrorJob(_args: unknown, ctx: ToolContext): Promise<never> {
+    // Long enough to outlive the inline window, so the failure is observed on a task.
+    await sleep(PREPARE_MS, undefined, { signal: ctx.signal });
     throw new McpProtocolError(-32603, 'protocol_error_job failed on purpose');
   }
 
@@ -67,6 +72,8 @@ export class TaskToolsService {
     taskSupport: 'optional',
   })
   async confirmDelete(args: FilenameInput, ctx: ToolContext): Promise<string> {
+    // Looks the file up first: past the inline window, so the question parks a task (input_required).
+    await sleep(PREPARE_MS, undefined, { signal: ctx.signal });
     const answer = await ctx.input.elicit(question(`Delete ${args.filename}?`, 'confirm', 'boolean'), {
       key: 'confirm_delete',
     });
@@ -76,6 +83,7 @@ export class TaskToolsService {
 
   @McpTool({ name: 'multi_input', description: 'Asks two questions at once.', taskSupport: 'optional' })
   async multiInput(_args: unknown, ctx: ToolContext): Promise<string> {
+    await sleep(PREPARE_MS, undefined, { signal: ctx.signal });
     const [first, second] = await Promise.all([
       ctx.input.elicit(question('What is your first name?', 'first_name', 'string'), { key: 'first_name' }),
       ctx.input.elicit(question('What is your last name?', 'last_name', 'string'), { key: 'last_name' }),

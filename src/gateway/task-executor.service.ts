@@ -1,0 +1,203 @@
+import { Injectable, type OnModuleInit } from '@nestjs/common';
+import { McpMethodsService } from '../protocol/mcp-methods.service.js';
+import { InputRequiredSignal, MrtrInput } from '../protocol/mrtr-input.js';
+import type { RequestContext } from '../protocol/request-context.js';
+import { META } from '../protocol/versions.js';
+import type { Principal } from '../principals/principal.js';
+import { SessionsService } from '../sessions/sessions.service.js';
+import { TaskRunnerService } from '../tasks/task-runner.service.js';
+import type {
+  TaskExecutionContext,
+  TaskOutcome,
+  TaskSnapshot,
+  TaskWorkExecutor,
+} from '../tasks/task.types.js';
+import {
+  McpProtocolError,
+  type ElicitParams,
+  type ElicitResult,
+  type InputApi,
+  type RootsResult,
+  type SampleParams,
+  type SampleResult,
+} from '../tool-dispatch/tool-context.js';
+import { ClientRequestsService } from './client-requests.service.js';
+import { STANDALONE_STREAM, StreamHub } from './stream-hub.service.js';
+
+type Params = Record<string, unknown>;
+
+function isObject(v: unknown): v is Params {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** Wire keys are `r<round>.<local key>`; the handler knows only its local keys. */
+function localAnswers(wire: Readonly<Record<string, unknown>>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(wire)) {
+    const dot = k.indexOf('.');
+    out[dot > 0 && /^r\d+$/.test(k.slice(0, dot)) ? k.slice(dot + 1) : k] = v;
+  }
+  return out;
+}
+
+/**
+ * Runs a task's tool call in the background, for both eras. The tool sees the same ToolContext as inline:
+ * in the extension era its questions park the task as input_required (answered with tasks/update, then the
+ * handler runs again from the top with every answer); in the handshake era they go to the client as
+ * server-to-client requests on the session's stream, tagged with the related task.
+ */
+@Injectable()
+export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
+  /** Who started or resumed each task on this instance: the tool context carries the principal, not an id. */
+  private readonly principals = new Map<string, Principal>();
+
+  constructor(
+    private readonly runner: TaskRunnerService,
+    private readonly mcp: McpMethodsService,
+    private readonly hub: StreamHub,
+    private readonly clientRequests: ClientRequestsService,
+    private readonly sessions: SessionsService,
+  ) {}
+
+  onModuleInit(): void {
+    this.runner.setExecutor(this);
+  }
+
+  rememberPrincipal(taskId: string, principal: Principal): void {
+    this.principals.set(taskId, principal);
+  }
+
+  async execute(task: TaskSnapshot, ctx: TaskExecutionContext): Promise<TaskOutcome> {
+    try {
+      return await this.run(task, ctx);
+    } finally {
+      if (ctx.signal.aborted) this.principals.delete(task.id);
+    }
+  }
+
+  /** Runs the tool once under a request context of the task's era; maps how it ended to a TaskOutcome. */
+  async outcomeOf(work: () => Promise<Record<string, unknown>>): Promise<TaskOutcome> {
+    try {
+      return { kind: 'completed', result: await work() };
+    } catch (err) {
+      if (err instanceof InputRequiredSignal) return { kind: 'input_required', requests: err.requests };
+      if (err instanceof McpProtocolError) {
+        return {
+          kind: 'failed',
+          error: {
+            code: err.code,
+            message: err.message,
+            ...(err.data === undefined ? {} : { data: err.data }),
+          },
+        };
+      }
+      throw err;
+    }
+  }
+
+  private async run(task: TaskSnapshot, ctx: TaskExecutionContext): Promise<TaskOutcome> {
+    const params = task.requestParams;
+    const meta = isObject(params._meta) ? params._meta : {};
+    const principal = this.principals.get(task.id) ?? fallbackPrincipal(task.ownerId);
+    let input: InputApi;
+    let clientCapabilities: Params;
+    let protocolVersion: string;
+    let notify: RequestContext['notify'] = async () => undefined;
+    const progressToken =
+      typeof meta.progressToken === 'string' || typeof meta.progressToken === 'number'
+        ? meta.progressToken
+        : undefined;
+
+    if (task.era === 'modern') {
+      const caps = meta[META.CLIENT_CAPABILITIES];
+      const version = meta[META.PROTOCOL_VERSION];
+      clientCapabilities = isObject(caps) ? caps : {};
+      protocolVersion = typeof version === 'string' ? version : '2026-07-28';
+      const synchronous = isObject(params.inputResponses) ? params.inputResponses : {};
+      input = new MrtrInput({ ...synchronous, ...localAnswers(ctx.answers) }, clientCapabilities);
+    } else {
+      const session = task.sessionId ? await this.sessions.find(task.sessionId) : null;
+      clientCapabilities = session?.clientCapabilities ?? {};
+      protocolVersion = session?.protocolVersion ?? '2025-11-25';
+      input = new LegacyTaskInput(task, ctx, this.clientRequests, clientCapabilities);
+      if (task.sessionId) {
+        const sessionId = task.sessionId;
+        notify = async (method, p) => {
+          await this.hub.publish(sessionId, STANDALONE_STREAM, {
+            jsonrpc: '2.0',
+            method,
+            params: { ...p, _meta: { [META.RELATED_TASK]: { taskId: task.id } } },
+          });
+        };
+      }
+    }
+
+    const rctx: RequestContext = {
+      era: task.era,
+      protocolVersion,
+      principal,
+      clientCapabilities,
+      requestId: task.id,
+      method: 'tools/call',
+      signal: ctx.signal,
+      // Progress and log notifications are not part of the extension's tasks; the handshake era keeps the
+      // progress token valid for the task's life and sends them on the session's stream.
+      progressToken: task.era === 'legacy' ? progressToken : undefined,
+      logLevel: null,
+      notify,
+      input,
+    };
+    const { inputResponses: _i, requestState: _r, ...callParams } = params;
+    return this.outcomeOf(() => this.mcp.handle('tools/call', callParams, rctx));
+  }
+}
+
+function fallbackPrincipal(ownerId: string): Principal {
+  const prefix = ownerId.split(':')[0];
+  const provider = prefix === 'oidc' || prefix === 'proxy' || prefix === 'apikey' ? prefix : 'anonymous';
+  return { id: ownerId, provider, subject: ownerId, scopes: [], groups: [] };
+}
+
+/**
+ * Handshake-era input for a task: a server-to-client request on the session's own stream carrying the
+ * related-task `_meta`, with the task shown as input_required while the client is asked.
+ */
+class LegacyTaskInput implements InputApi {
+  constructor(
+    private readonly task: TaskSnapshot,
+    private readonly ctx: TaskExecutionContext,
+    private readonly requests: ClientRequestsService,
+    private readonly caps: Params,
+  ) {}
+
+  async elicit(params: ElicitParams): Promise<ElicitResult> {
+    return (await this.ask('elicitation/create', 'elicitation', { mode: 'form', ...params })) as ElicitResult;
+  }
+
+  async sample(params: SampleParams): Promise<SampleResult> {
+    return (await this.ask('sampling/createMessage', 'sampling', params)) as SampleResult;
+  }
+
+  async listRoots(): Promise<RootsResult> {
+    return (await this.ask('roots/list', 'roots', {})) as RootsResult;
+  }
+
+  private async ask(method: string, capability: string, params: Params): Promise<Params> {
+    if (!(capability in this.caps)) {
+      throw new Error(`The client did not declare the ${capability} capability, so ${method} cannot be sent`);
+    }
+    if (!this.task.sessionId) throw new Error('This task has no session to ask the client through');
+    await this.ctx.setStatus('input_required', `Waiting for the client to answer ${method}`);
+    try {
+      return await this.requests.request(
+        this.task.sessionId,
+        STANDALONE_STREAM,
+        method,
+        { ...params, _meta: { [META.RELATED_TASK]: { taskId: this.task.id } } },
+        this.ctx.signal,
+      );
+    } finally {
+      await this.ctx.setStatus('working', null);
+    }
+  }
+}
