@@ -148,8 +148,32 @@ export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
       input,
     };
     const { inputResponses: _i, requestState: _r, ...callParams } = params;
-    return this.outcomeOf(() => this.mcp.handle('tools/call', callParams, rctx));
+    const outcome = await this.outcomeOf(() => this.mcp.handle('tools/call', callParams, rctx));
+    return task.era === 'legacy' ? legacyToolErrorAsFailure(outcome) : outcome;
   }
+}
+
+/** Marks a failed legacy task whose failure is a tool error result (tasks/result replays that result). */
+export const TOOL_ERROR_RESULT = 'toolErrorResult';
+
+/**
+ * 2025-11-25: a tool error result (`isError`) ends the task failed; tasks/result still returns exactly what
+ * the call returned, so the result rides along in the error's data. (The extension era keeps it completed.)
+ */
+function legacyToolErrorAsFailure(outcome: TaskOutcome): TaskOutcome {
+  if (outcome.kind !== 'completed' || outcome.result.isError !== true) return outcome;
+  const content = Array.isArray(outcome.result.content)
+    ? (outcome.result.content as { text?: unknown }[])
+    : [];
+  const text = content.find((c) => typeof c.text === 'string')?.text;
+  return {
+    kind: 'failed',
+    error: {
+      code: -32603,
+      message: typeof text === 'string' ? text : 'The tool reported an error',
+      data: { [TOOL_ERROR_RESULT]: outcome.result },
+    },
+  };
 }
 
 function fallbackPrincipal(ownerId: string): Principal {

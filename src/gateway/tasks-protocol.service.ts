@@ -15,7 +15,7 @@ import { McpProtocolError } from '../tool-dispatch/tool-context.js';
 import { LegacyMcpHandler } from './legacy-mcp.handler.js';
 import { ModernMcpHandler } from './modern-mcp.handler.js';
 import { STANDALONE_STREAM, StreamHub } from './stream-hub.service.js';
-import { TaskExecutor } from './task-executor.service.js';
+import { TaskExecutor, TOOL_ERROR_RESULT } from './task-executor.service.js';
 
 type Params = Record<string, unknown>;
 
@@ -147,6 +147,11 @@ export class TasksProtocolService implements OnModuleInit {
         }
         if (t.status === 'failed') {
           const e = t.error ?? { code: JSONRPC.INTERNAL_ERROR, message: 'Task failed' };
+          const toolResult = isObject(e.data) ? e.data[TOOL_ERROR_RESULT] : undefined;
+          if (isObject(toolResult)) {
+            const meta = isObject(toolResult._meta) ? toolResult._meta : {};
+            return { ...toolResult, _meta: { ...meta, ...related } };
+          }
           throw new McpProtocolError(e.code, e.message, e.data);
         }
         throw new McpProtocolError(TASK_CANCELLED_CODE, 'Task was cancelled', { taskId, status: t.status });
