@@ -71,7 +71,8 @@ export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
     try {
       return await this.run(task, ctx);
     } finally {
-      if (ctx.signal.aborted) this.principals.delete(task.id);
+      // Each run is started by a request that remembered its caller just before (creation or resume).
+      this.principals.delete(task.id);
     }
   }
 

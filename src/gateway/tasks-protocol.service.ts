@@ -227,7 +227,6 @@ export class TasksProtocolService implements OnModuleInit {
       case 'aborted':
         throw ctx.signal.reason instanceof Error ? ctx.signal.reason : new Error('request closed');
       case 'task':
-        this.executor.rememberPrincipal(escalation.task.id, ctx.principal);
         return modernCreateTaskResult(escalation.task);
       case 'inline':
         return this.inlineOutcome(
