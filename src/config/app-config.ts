@@ -1,3 +1,4 @@
+import { applyDecorators } from '@nestjs/common';
 import { Transform } from 'class-transformer';
 import {
   IsBoolean,
@@ -59,14 +60,22 @@ const toHeaderName = ({ value }: { value: unknown }): unknown =>
   typeof value === 'string' ? value.trim().toLowerCase() : value;
 const HTTP_URL = /^https?:\/\/[^\s/?#]+(\/[^\s?#]*)?$/;
 
+/** An integer variable within [min, max]; the message names the variable (class-validator's $property). */
+function IntEnv(min: number, max: number): PropertyDecorator {
+  const message = `$property must be an integer between ${min} and ${max}`;
+  return applyDecorators(Transform(toInt), IsInt({ message }), Min(min, { message }), Max(max, { message }));
+}
+
+/** A boolean variable: true/false, 1/0, yes/no, on/off. */
+function BoolEnv(): PropertyDecorator {
+  return applyDecorators(Transform(toBool), IsBoolean({ message: '$property must be true or false' }));
+}
+
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'] as const;
 export type LogLevelName = (typeof LOG_LEVELS)[number];
 
 export class AppConfig {
-  @Transform(toInt)
-  @IsInt({ message: 'PORT must be an integer between 0 and 65535' })
-  @Min(0, { message: 'PORT must be an integer between 0 and 65535' })
-  @Max(65535, { message: 'PORT must be an integer between 0 and 65535' })
+  @IntEnv(0, 65535)
   PORT = 3000;
 
   @IsString()
@@ -88,14 +97,10 @@ export class AppConfig {
   })
   NODE_ENV: 'development' | 'production' | 'test' = 'development';
 
-  @Transform(toBool)
-  @IsBoolean({ message: 'DB_MIGRATIONS_RUN must be true or false' })
+  @BoolEnv()
   DB_MIGRATIONS_RUN = true;
 
-  @Transform(toInt)
-  @IsInt({ message: 'DB_POOL_MAX must be an integer between 1 and 200' })
-  @Min(1, { message: 'DB_POOL_MAX must be an integer between 1 and 200' })
-  @Max(200, { message: 'DB_POOL_MAX must be an integer between 1 and 200' })
+  @IntEnv(1, 200)
   DB_POOL_MAX = 10;
 
   @Matches(/^\d+(\.\d+)?\s*(b|kb|mb)?$/i, {
@@ -103,16 +108,10 @@ export class AppConfig {
   })
   HTTP_BODY_LIMIT = '4mb';
 
-  @Transform(toInt)
-  @IsInt({ message: 'SHUTDOWN_GRACE_MS must be an integer between 0 and 600000' })
-  @Min(0, { message: 'SHUTDOWN_GRACE_MS must be an integer between 0 and 600000' })
-  @Max(600000, { message: 'SHUTDOWN_GRACE_MS must be an integer between 0 and 600000' })
+  @IntEnv(0, 600000)
   SHUTDOWN_GRACE_MS = 10000;
 
-  @Transform(toInt)
-  @IsInt({ message: 'HEALTH_DB_TIMEOUT_MS must be an integer between 100 and 60000' })
-  @Min(100, { message: 'HEALTH_DB_TIMEOUT_MS must be an integer between 100 and 60000' })
-  @Max(60000, { message: 'HEALTH_DB_TIMEOUT_MS must be an integer between 100 and 60000' })
+  @IntEnv(100, 60000)
   HEALTH_DB_TIMEOUT_MS = 2000;
 
   /** Comma-separated list of allowed browser origins; empty means CORS stays off. */
@@ -125,14 +124,10 @@ export class AppConfig {
   CORS_ORIGINS: string[] = [];
 
   /** Lets an operator opt in to `useradd postgres` when the embedded database runs as root on a bare host. */
-  @Transform(toBool)
-  @IsBoolean({ message: 'EMBEDDED_PG_CREATE_USER must be true or false' })
+  @BoolEnv()
   EMBEDDED_PG_CREATE_USER = false;
 
-  @Transform(toInt)
-  @IsInt({ message: 'INSTANCE_HEARTBEAT_MS must be an integer between 1000 and 600000' })
-  @Min(1000, { message: 'INSTANCE_HEARTBEAT_MS must be an integer between 1000 and 600000' })
-  @Max(600000, { message: 'INSTANCE_HEARTBEAT_MS must be an integer between 1000 and 600000' })
+  @IntEnv(1000, 600000)
   INSTANCE_HEARTBEAT_MS = 10000;
 
   /** Which authentication providers are active (comma list). Empty: the anonymous development principal. */
@@ -179,24 +174,15 @@ export class AppConfig {
     'EdDSA',
   ];
 
-  @Transform(toInt)
-  @IsInt({ message: 'OIDC_CLOCK_SKEW_S must be an integer between 0 and 300' })
-  @Min(0, { message: 'OIDC_CLOCK_SKEW_S must be an integer between 0 and 300' })
-  @Max(300, { message: 'OIDC_CLOCK_SKEW_S must be an integer between 0 and 300' })
+  @IntEnv(0, 300)
   OIDC_CLOCK_SKEW_S = 60;
 
   /** Least time between two JWKS fetches caused by tokens with an unknown `kid`. */
-  @Transform(toInt)
-  @IsInt({ message: 'OIDC_JWKS_COOLDOWN_MS must be an integer between 0 and 3600000' })
-  @Min(0, { message: 'OIDC_JWKS_COOLDOWN_MS must be an integer between 0 and 3600000' })
-  @Max(3600000, { message: 'OIDC_JWKS_COOLDOWN_MS must be an integer between 0 and 3600000' })
+  @IntEnv(0, 3600000)
   OIDC_JWKS_COOLDOWN_MS = 30000;
 
   /** How long fetched keys are used before the JWKS is fetched again. */
-  @Transform(toInt)
-  @IsInt({ message: 'OIDC_JWKS_CACHE_MS must be an integer between 1000 and 86400000' })
-  @Min(1000, { message: 'OIDC_JWKS_CACHE_MS must be an integer between 1000 and 86400000' })
-  @Max(86400000, { message: 'OIDC_JWKS_CACHE_MS must be an integer between 1000 and 86400000' })
+  @IntEnv(1000, 86400000)
   OIDC_JWKS_CACHE_MS = 600000;
 
   @Transform(toHeaderName)
@@ -236,43 +222,24 @@ export class AppConfig {
   @MaxLength(512, { message: 'METRICS_TOKEN must be at most 512 characters' })
   METRICS_TOKEN?: string;
   /** Registers the MCP conformance fixtures (src/tools/conformance); for conformance runs, never production. */
-  @Transform(toBool)
-  @IsBoolean({ message: 'MCP_CONFORMANCE_FIXTURES must be true or false' })
+  @BoolEnv()
   MCP_CONFORMANCE_FIXTURES = false;
-  @Transform(toInt)
-  @IsInt({ message: 'SESSION_IDLE_TTL_MS must be an integer between 1000 and 604800000' })
-  @Min(1000, { message: 'SESSION_IDLE_TTL_MS must be an integer between 1000 and 604800000' })
-  @Max(604800000, { message: 'SESSION_IDLE_TTL_MS must be an integer between 1000 and 604800000' })
+  @IntEnv(1000, 604800000)
   SESSION_IDLE_TTL_MS = 30 * 60 * 1000;
 
-  @Transform(toInt)
-  @IsInt({ message: 'SSE_STREAM_RETENTION must be an integer between 10 and 100000' })
-  @Min(10, { message: 'SSE_STREAM_RETENTION must be an integer between 10 and 100000' })
-  @Max(100000, { message: 'SSE_STREAM_RETENTION must be an integer between 10 and 100000' })
+  @IntEnv(10, 100000)
   SSE_STREAM_RETENTION = 1000;
 
-  @Transform(toInt)
-  @IsInt({ message: 'SSE_EVENT_TTL_MS must be an integer between 1000 and 604800000' })
-  @Min(1000, { message: 'SSE_EVENT_TTL_MS must be an integer between 1000 and 604800000' })
-  @Max(604800000, { message: 'SSE_EVENT_TTL_MS must be an integer between 1000 and 604800000' })
+  @IntEnv(1000, 604800000)
   SSE_EVENT_TTL_MS = 60 * 60 * 1000;
 
-  @Transform(toInt)
-  @IsInt({ message: 'SSE_KEEPALIVE_MS must be an integer between 1000 and 15000' })
-  @Min(1000, { message: 'SSE_KEEPALIVE_MS must be an integer between 1000 and 15000' })
-  @Max(15000, { message: 'SSE_KEEPALIVE_MS must be an integer between 1000 and 15000' })
+  @IntEnv(1000, 15000)
   SSE_KEEPALIVE_MS = 15000;
 
-  @Transform(toInt)
-  @IsInt({ message: 'SSE_RETRY_MS must be an integer between 0 and 60000' })
-  @Min(0, { message: 'SSE_RETRY_MS must be an integer between 0 and 60000' })
-  @Max(60000, { message: 'SSE_RETRY_MS must be an integer between 0 and 60000' })
+  @IntEnv(0, 60000)
   SSE_RETRY_MS = 1000;
 
-  @Transform(toInt)
-  @IsInt({ message: 'CLIENT_REQUEST_TIMEOUT_MS must be an integer between 1000 and 3600000' })
-  @Min(1000, { message: 'CLIENT_REQUEST_TIMEOUT_MS must be an integer between 1000 and 3600000' })
-  @Max(3600000, { message: 'CLIENT_REQUEST_TIMEOUT_MS must be an integer between 1000 and 3600000' })
+  @IntEnv(1000, 3600000)
   CLIENT_REQUEST_TIMEOUT_MS = 5 * 60 * 1000;
 
   /**
@@ -294,132 +261,77 @@ export class AppConfig {
   @Matches(/^.{32,}$/, { message: 'MRTR_STATE_SECRET must be at least 32 characters' })
   MRTR_STATE_SECRET?: string;
 
-  @Transform(toInt)
-  @IsInt({ message: 'MRTR_STATE_TTL_MS must be an integer between 1000 and 86400000' })
-  @Min(1000, { message: 'MRTR_STATE_TTL_MS must be an integer between 1000 and 86400000' })
-  @Max(86400000, { message: 'MRTR_STATE_TTL_MS must be an integer between 1000 and 86400000' })
+  @IntEnv(1000, 86400000)
   MRTR_STATE_TTL_MS = 10 * 60 * 1000;
 
-  @Transform(toInt)
-  @IsInt({ message: 'LIST_CACHE_TTL_MS must be an integer between 0 and 86400000' })
-  @Min(0, { message: 'LIST_CACHE_TTL_MS must be an integer between 0 and 86400000' })
-  @Max(86400000, { message: 'LIST_CACHE_TTL_MS must be an integer between 0 and 86400000' })
+  @IntEnv(0, 86400000)
   LIST_CACHE_TTL_MS = 60000;
   /** Live (working or input_required) tasks one owner may hold; finished tasks do not count. */
-  @Transform(toInt)
-  @IsInt({ message: 'TASK_MAX_PER_OWNER must be an integer between 1 and 1000000' })
-  @Min(1, { message: 'TASK_MAX_PER_OWNER must be an integer between 1 and 1000000' })
-  @Max(1000000, { message: 'TASK_MAX_PER_OWNER must be an integer between 1 and 1000000' })
+  @IntEnv(1, 1000000)
   TASK_MAX_PER_OWNER = 100;
 
   /** Live tasks across all owners and instances. */
-  @Transform(toInt)
-  @IsInt({ message: 'TASK_MAX_TOTAL must be an integer between 1 and 100000000' })
-  @Min(1, { message: 'TASK_MAX_TOTAL must be an integer between 1 and 100000000' })
-  @Max(100000000, { message: 'TASK_MAX_TOTAL must be an integer between 1 and 100000000' })
+  @IntEnv(1, 100000000)
   TASK_MAX_TOTAL = 10000;
 
   /** Upper bound for a granted task ttl (retention from creation). */
-  @Transform(toInt)
-  @IsInt({ message: 'TASK_MAX_TTL_MS must be an integer between 1000 and 2147483647' })
-  @Min(1000, { message: 'TASK_MAX_TTL_MS must be an integer between 1000 and 2147483647' })
-  @Max(2147483647, { message: 'TASK_MAX_TTL_MS must be an integer between 1000 and 2147483647' })
+  @IntEnv(1000, 2147483647)
   TASK_MAX_TTL_MS = 86400000;
 
   /** ttl granted when the client asks for none (clamped to TASK_MAX_TTL_MS). */
-  @Transform(toInt)
-  @IsInt({ message: 'TASK_DEFAULT_TTL_MS must be an integer between 1000 and 2147483647' })
-  @Min(1000, { message: 'TASK_DEFAULT_TTL_MS must be an integer between 1000 and 2147483647' })
-  @Max(2147483647, { message: 'TASK_DEFAULT_TTL_MS must be an integer between 1000 and 2147483647' })
+  @IntEnv(1000, 2147483647)
   TASK_DEFAULT_TTL_MS = 3600000;
 
   /** Poll hint (pollInterval / pollIntervalMs) given to clients. */
-  @Transform(toInt)
-  @IsInt({ message: 'TASK_POLL_INTERVAL_MS must be an integer between 100 and 3600000' })
-  @Min(100, { message: 'TASK_POLL_INTERVAL_MS must be an integer between 100 and 3600000' })
-  @Max(3600000, { message: 'TASK_POLL_INTERVAL_MS must be an integer between 100 and 3600000' })
+  @IntEnv(100, 3600000)
   TASK_POLL_INTERVAL_MS = 1000;
 
   /** Longest a blocking tasks/result waits for a terminal state. */
-  @Transform(toInt)
-  @IsInt({ message: 'TASK_RESULT_TIMEOUT_MS must be an integer between 1000 and 3600000' })
-  @Min(1000, { message: 'TASK_RESULT_TIMEOUT_MS must be an integer between 1000 and 3600000' })
-  @Max(3600000, { message: 'TASK_RESULT_TIMEOUT_MS must be an integer between 1000 and 3600000' })
+  @IntEnv(1000, 3600000)
   TASK_RESULT_TIMEOUT_MS = 300000;
 
   /** 2026-07-28: how long an escalatable call runs inline before it becomes a task. */
-  @Transform(toInt)
-  @IsInt({ message: 'TASK_INLINE_WINDOW_MS must be an integer between 0 and 60000' })
-  @Min(0, { message: 'TASK_INLINE_WINDOW_MS must be an integer between 0 and 60000' })
-  @Max(60000, { message: 'TASK_INLINE_WINDOW_MS must be an integer between 0 and 60000' })
+  @IntEnv(0, 60000)
   TASK_INLINE_WINDOW_MS = 100;
 
   /** Lease of a running task; its instance renews it every third of this. A lapsed lease fails the task. */
-  @Transform(toInt)
-  @IsInt({ message: 'TASK_LEASE_MS must be an integer between 1000 and 3600000' })
-  @Min(1000, { message: 'TASK_LEASE_MS must be an integer between 1000 and 3600000' })
-  @Max(3600000, { message: 'TASK_LEASE_MS must be an integer between 1000 and 3600000' })
+  @IntEnv(1000, 3600000)
   TASK_LEASE_MS = 30000;
 
   /** lock_timeout of every task transaction, so a stuck lock surfaces as an error instead of a hang. */
-  @Transform(toInt)
-  @IsInt({ message: 'TASK_LOCK_TIMEOUT_MS must be an integer between 100 and 60000' })
-  @Min(100, { message: 'TASK_LOCK_TIMEOUT_MS must be an integer between 100 and 60000' })
-  @Max(60000, { message: 'TASK_LOCK_TIMEOUT_MS must be an integer between 100 and 60000' })
+  @IntEnv(100, 60000)
   TASK_LOCK_TIMEOUT_MS = 5000;
 
   /** How long a finished task stays readable after created + ttl before the janitor deletes it. */
-  @Transform(toInt)
-  @IsInt({ message: 'TASK_EXPIRED_GRACE_MS must be an integer between 0 and 86400000' })
-  @Min(0, { message: 'TASK_EXPIRED_GRACE_MS must be an integer between 0 and 86400000' })
-  @Max(86400000, { message: 'TASK_EXPIRED_GRACE_MS must be an integer between 0 and 86400000' })
+  @IntEnv(0, 86400000)
   TASK_EXPIRED_GRACE_MS = 60000;
 
   /** Tasks per tasks/list page. */
-  @Transform(toInt)
-  @IsInt({ message: 'TASK_LIST_PAGE_SIZE must be an integer between 1 and 1000' })
-  @Min(1, { message: 'TASK_LIST_PAGE_SIZE must be an integer between 1 and 1000' })
-  @Max(1000, { message: 'TASK_LIST_PAGE_SIZE must be an integer between 1 and 1000' })
+  @IntEnv(1, 1000)
   TASK_LIST_PAGE_SIZE = 50;
 
   /** input_required rounds one task may go through; one more fails the task. */
-  @Transform(toInt)
-  @IsInt({ message: 'TASK_MAX_INPUT_ROUNDS must be an integer between 1 and 1000' })
-  @Min(1, { message: 'TASK_MAX_INPUT_ROUNDS must be an integer between 1 and 1000' })
-  @Max(1000, { message: 'TASK_MAX_INPUT_ROUNDS must be an integer between 1 and 1000' })
+  @IntEnv(1, 1000)
   TASK_MAX_INPUT_ROUNDS = 10;
 
   /** Input requests in one input_required round; more fails the task. */
-  @Transform(toInt)
-  @IsInt({ message: 'TASK_MAX_INPUT_KEYS must be an integer between 1 and 1000' })
-  @Min(1, { message: 'TASK_MAX_INPUT_KEYS must be an integer between 1 and 1000' })
-  @Max(1000, { message: 'TASK_MAX_INPUT_KEYS must be an integer between 1 and 1000' })
+  @IntEnv(1, 1000)
   TASK_MAX_INPUT_KEYS = 50;
 
   /** Largest saved handler state (JSON bytes) across an input_required round; larger fails the task. */
-  @Transform(toInt)
-  @IsInt({ message: 'TASK_MAX_HANDLER_STATE_BYTES must be an integer between 0 and 16777216' })
-  @Min(0, { message: 'TASK_MAX_HANDLER_STATE_BYTES must be an integer between 0 and 16777216' })
-  @Max(16777216, { message: 'TASK_MAX_HANDLER_STATE_BYTES must be an integer between 0 and 16777216' })
+  @IntEnv(0, 16777216)
   TASK_MAX_HANDLER_STATE_BYTES = 65536;
 
   /** How often the janitor sweeps (one instance at a time). */
-  @Transform(toInt)
-  @IsInt({ message: 'JANITOR_INTERVAL_MS must be an integer between 1000 and 86400000' })
-  @Min(1000, { message: 'JANITOR_INTERVAL_MS must be an integer between 1000 and 86400000' })
-  @Max(86400000, { message: 'JANITOR_INTERVAL_MS must be an integer between 1000 and 86400000' })
+  @IntEnv(1000, 86400000)
   JANITOR_INTERVAL_MS = 60000;
 
   /** Rows the janitor touches per transaction. */
-  @Transform(toInt)
-  @IsInt({ message: 'JANITOR_BATCH_SIZE must be an integer between 1 and 100000' })
-  @Min(1, { message: 'JANITOR_BATCH_SIZE must be an integer between 1 and 100000' })
-  @Max(100000, { message: 'JANITOR_BATCH_SIZE must be an integer between 1 and 100000' })
+  @IntEnv(1, 100000)
   JANITOR_BATCH_SIZE = 500;
 
   /** Run the periodic janitor on this instance (startup recovery runs regardless). */
-  @Transform(toBool)
-  @IsBoolean({ message: 'JANITOR_ENABLED must be true or false' })
+  @BoolEnv()
   JANITOR_ENABLED = true;
 
   get isProduction(): boolean {
