@@ -1,0 +1,79 @@
+import { openSession, responseOf, rpc, sessionHeaders } from '../support/mcp-http.js';
+import { startServer, stopServer } from '../support/server-process.js';
+import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
+
+/** SIGTERM on a spawned server: drain first, then stop. */
+describe('graceful shutdown', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await createTestDatabase('drain');
+  });
+  afterAll(async () => {
+    await db.drop();
+  });
+
+  it('lets an in-flight call finish, refuses new MCP requests and turns readiness 503 while draining', async () => {
+    const server = await startServer({
+      DATABASE_URL: db.url,
+      MCP_CONFORMANCE_FIXTURES: 'true',
+      SHUTDOWN_GRACE_MS: '10000',
+    });
+    const url = `${server.baseUrl}/mcp`;
+    const session = await openSession(url);
+    // slow_compute runs inline (no params.task) for 2 s.
+    const inFlight = rpc(
+      url,
+      {
+        jsonrpc: '2.0',
+        id: 7,
+        method: 'tools/call',
+        params: { name: 'slow_compute', arguments: { seconds: 2 } },
+      },
+      sessionHeaders(session),
+    );
+    await new Promise((r) => setTimeout(r, 300));
+    const t0 = Date.now();
+    server.proc.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 200));
+
+    const ready = await fetch(`${server.baseUrl}/health/ready`);
+    expect(ready.status).toBe(503);
+    expect((await ready.json()).checks.shutdown.status).toBe('down');
+    const refused = await rpc(url, { jsonrpc: '2.0', id: 8, method: 'ping' }, sessionHeaders(session));
+    expect(refused.status).toBe(503);
+    expect(refused.json.error.code).toBe(-32000);
+
+    const answer = await inFlight;
+    expect(answer.status).toBe(200);
+    expect(responseOf(answer).result.content).toEqual([{ type: 'text', text: 'Computed result after 2 s' }]);
+    expect(await server.exited).toBe(0);
+    // It stopped once the call was done, well before the 10 s grace ran out.
+    expect(Date.now() - t0).toBeLessThan(8000);
+  });
+
+  it('cuts what is still running when the grace period ends', async () => {
+    const server = await startServer({
+      DATABASE_URL: db.url,
+      MCP_CONFORMANCE_FIXTURES: 'true',
+      SHUTDOWN_GRACE_MS: '500',
+    });
+    const url = `${server.baseUrl}/mcp`;
+    const session = await openSession(url);
+    const inFlight = rpc(
+      url,
+      {
+        jsonrpc: '2.0',
+        id: 9,
+        method: 'tools/call',
+        params: { name: 'slow_compute', arguments: { seconds: 30 } },
+      },
+      sessionHeaders(session),
+    ).catch((err: unknown) => err);
+    await new Promise((r) => setTimeout(r, 300));
+    const t0 = Date.now();
+    await stopServer(server, 'SIGTERM');
+    expect(Date.now() - t0).toBeLessThan(5000);
+    expect(server.output()).toMatch(/still running after the grace period/);
+    await inFlight;
+  });
+});
