@@ -30,7 +30,9 @@ export class CreateSessions1764460100000 implements MigrationInterface {
         "created_at" TIMESTAMP WITH TIME ZONE NOT NULL DEFAULT now(),
         CONSTRAINT "PK_mcp_sse_event" PRIMARY KEY ("seq")
       )`);
-    await q.query(`CREATE INDEX "mcp_sse_event_stream_idx" ON "mcp_sse_event" ("session_id", "stream_id", "seq")`);
+    await q.query(
+      `CREATE INDEX "mcp_sse_event_stream_idx" ON "mcp_sse_event" ("session_id", "stream_id", "seq")`,
+    );
     await q.query(`CREATE INDEX "mcp_sse_event_created_idx" ON "mcp_sse_event" ("created_at")`);
     await q.query(`
       CREATE TABLE "mcp_client_response" (
