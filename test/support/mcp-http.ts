@@ -100,7 +100,12 @@ export async function modernCall(
   id: number | string,
   method: string,
   params: Record<string, unknown> = {},
-  opts: { caps?: Record<string, unknown>; name?: string; meta?: Record<string, unknown> } = {},
+  opts: {
+    caps?: Record<string, unknown>;
+    name?: string;
+    meta?: Record<string, unknown>;
+    headers?: Record<string, string>;
+  } = {},
 ): Promise<RpcAnswer> {
   const body = {
     jsonrpc: '2.0',
@@ -108,7 +113,7 @@ export async function modernCall(
     method,
     params: { ...params, _meta: modernMeta(opts.caps ?? {}, opts.meta) },
   };
-  return rpc(url, body, modernHeaders(method, opts.name));
+  return rpc(url, body, { ...modernHeaders(method, opts.name), ...opts.headers });
 }
 
 /** Opens a legacy session with initialize + notifications/initialized; returns its id. */
