@@ -165,6 +165,7 @@ export async function openStream(
   const decoder = new TextDecoder();
   let buffer = '';
   const queue: SseEvent[] = [];
+  let pending: ReturnType<typeof reader.read> | undefined;
   return {
     status: res.status,
     headers: res.headers,
@@ -181,12 +182,19 @@ export async function openStream(
           continue;
         }
         if (Date.now() > deadline) throw new Error('no SSE event in time');
+        // A read that outlives a timed-out next() is kept for the next call, so no chunk is ever lost.
+        pending ??= reader.read();
+        let timer: NodeJS.Timeout | undefined;
         const chunk = await Promise.race([
-          reader.read(),
-          new Promise<never>((_, reject) =>
-            setTimeout(() => reject(new Error('no SSE event in time')), Math.max(1, deadline - Date.now())),
-          ),
-        ]);
+          pending,
+          new Promise<never>((_, reject) => {
+            timer = setTimeout(
+              () => reject(new Error('no SSE event in time')),
+              Math.max(1, deadline - Date.now()),
+            );
+          }),
+        ]).finally(() => clearTimeout(timer));
+        pending = undefined;
         if (chunk.done) throw new Error('stream ended');
         buffer += decoder.decode(chunk.value, { stream: true });
       }
