@@ -38,6 +38,8 @@ describe('PgBusService across two instances on one database', () => {
     const off = b
       .get(PgBusService)
       .subscribe('test_chan', (payload, meta) => got.push({ payload, self: meta.self }));
+    // LISTEN for a new channel is issued asynchronously; a NOTIFY before it is in place is lost.
+    await b.get(PgBusService).listening();
     try {
       await a.get(PgBusService).publish('test_chan', { id: 'x1' });
       const first = await waitFor(() => got[0]);

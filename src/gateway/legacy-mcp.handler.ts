@@ -150,7 +150,13 @@ export class LegacyMcpHandler {
     const resume = lastEventId ? parseEventId(lastEventId) : undefined;
     if (resume && (await this.events.streamHasEvent(session.id, resume.streamId, resume.seq))) {
       const writer = new SseWriter(res, this.config.SSE_KEEPALIVE_MS);
-      this.hub.attach(session.id, resume.streamId, writer, resume.seq, resume.streamId !== STANDALONE_STREAM);
+      const requestStream = resume.streamId !== STANDALONE_STREAM;
+      // Resuming a request stream after its response: nothing will ever follow, so do not hold it open.
+      if (requestStream && (await this.events.streamEndedBy(session.id, resume.streamId, resume.seq))) {
+        writer.end();
+        return;
+      }
+      this.hub.attach(session.id, resume.streamId, writer, resume.seq, requestStream);
       return;
     }
     if (this.hub.hasLocalHolder(session.id, STANDALONE_STREAM)) {

@@ -9,6 +9,7 @@ import type { SseWriter } from './sse-writer.js';
 
 const CHANNEL = 'mcp_stream';
 export const STANDALONE_STREAM = 'g';
+const MAX_BIGINT = 2n ** 63n - 1n;
 
 /** SSE event ids are `<streamId>_<seq>`: unique across the session (seq is global) and naming their stream. */
 export function formatEventId(streamId: string, seq: string): string {
@@ -17,7 +18,9 @@ export function formatEventId(streamId: string, seq: string): string {
 
 export function parseEventId(id: string): { streamId: string; seq: string } | undefined {
   const m = /^([A-Za-z0-9-]{1,64})_(\d{1,20})$/.exec(id.trim());
-  return m ? { streamId: m[1], seq: m[2] } : undefined;
+  // seq is a PostgreSQL bigint: a larger number names no event (and must not reach the query).
+  if (!m || BigInt(m[2]) > MAX_BIGINT) return undefined;
+  return { streamId: m[1], seq: m[2] };
 }
 
 interface Holder {

@@ -50,6 +50,15 @@ export class SseEventsRepository {
     return this.repo.existsBy({ sessionId, streamId, seq });
   }
 
+  /** Whether a request stream's final event (its response) is at or before `seq`: nothing more will follow. */
+  async streamEndedBy(sessionId: string, streamId: string, seq: string): Promise<boolean> {
+    const rows = await this.repo.query<unknown[]>(
+      'SELECT 1 FROM mcp_sse_event WHERE session_id = $1 AND stream_id = $2 AND final AND seq <= $3 LIMIT 1',
+      [sessionId, streamId, seq],
+    );
+    return rows.length > 0;
+  }
+
   /** Keeps the newest `keep` events of a stream. */
   async pruneStream(sessionId: string, streamId: string, keep: number): Promise<void> {
     await this.repo.query(

@@ -317,7 +317,7 @@ describe('authentication (real AppModule over HTTP, own OIDC issuer on loopback)
       const { id, key } = await cliCreateKey(db.url, 'ci-bot', 'tasks:read,tasks:write');
       expect(key).toMatch(new RegExp(`^mcpk_${id}_[A-Za-z0-9_-]{43}$`));
       const stored = await withClient(db.url, (c) => c.query('SELECT * FROM api_key WHERE id = $1', [id]));
-      expect(JSON.stringify(stored.rows)).not.toContain(key.split('_').pop());
+      expect(JSON.stringify(stored.rows)).not.toContain(key.slice(`mcpk_${id}_`.length));
 
       const viaBearer = await http().get('/probe').set('authorization', `Bearer ${key}`).expect(200);
       expect(viaBearer.body).toEqual({

@@ -100,7 +100,12 @@ export async function modernCall(
   id: number | string,
   method: string,
   params: Record<string, unknown> = {},
-  opts: { caps?: Record<string, unknown>; name?: string; meta?: Record<string, unknown> } = {},
+  opts: {
+    caps?: Record<string, unknown>;
+    name?: string;
+    meta?: Record<string, unknown>;
+    headers?: Record<string, string>;
+  } = {},
 ): Promise<RpcAnswer> {
   const body = {
     jsonrpc: '2.0',
@@ -108,7 +113,7 @@ export async function modernCall(
     method,
     params: { ...params, _meta: modernMeta(opts.caps ?? {}, opts.meta) },
   };
-  return rpc(url, body, modernHeaders(method, opts.name));
+  return rpc(url, body, { ...modernHeaders(method, opts.name), ...opts.headers });
 }
 
 /** Opens a legacy session with initialize + notifications/initialized; returns its id. */
@@ -160,6 +165,7 @@ export async function openStream(
   const decoder = new TextDecoder();
   let buffer = '';
   const queue: SseEvent[] = [];
+  let pending: ReturnType<typeof reader.read> | undefined;
   return {
     status: res.status,
     headers: res.headers,
@@ -176,12 +182,19 @@ export async function openStream(
           continue;
         }
         if (Date.now() > deadline) throw new Error('no SSE event in time');
+        // A read that outlives a timed-out next() is kept for the next call, so no chunk is ever lost.
+        pending ??= reader.read();
+        let timer: NodeJS.Timeout | undefined;
         const chunk = await Promise.race([
-          reader.read(),
-          new Promise<never>((_, reject) =>
-            setTimeout(() => reject(new Error('no SSE event in time')), Math.max(1, deadline - Date.now())),
-          ),
-        ]);
+          pending,
+          new Promise<never>((_, reject) => {
+            timer = setTimeout(
+              () => reject(new Error('no SSE event in time')),
+              Math.max(1, deadline - Date.now()),
+            );
+          }),
+        ]).finally(() => clearTimeout(timer));
+        pending = undefined;
         if (chunk.done) throw new Error('stream ended');
         buffer += decoder.decode(chunk.value, { stream: true });
       }
