@@ -247,8 +247,13 @@ export class LegacyMcpHandler {
         );
       }
       const own = this.methods.get(m.method);
-      await this.executor.run('legacy', m.id, channel, () =>
-        own ? own(params, ctx) : this.mcp.handle(m.method, params, ctx),
+      await this.executor.run(
+        'legacy',
+        m.id,
+        channel,
+        () => (own ? own(params, ctx) : this.mcp.handle(m.method, params, ctx)),
+        undefined,
+        controller.signal,
       );
     } catch (err) {
       const mapped = mapError(err, 'legacy');

@@ -19,11 +19,17 @@ export class McpRequestExecutor {
     channel: ResponseChannel,
     work: () => Promise<Record<string, unknown>>,
     decorate: (result: Record<string, unknown>) => Record<string, unknown> = (r) => r,
+    signal?: AbortSignal,
   ): Promise<void> {
     let outcome;
     try {
       outcome = { ok: true as const, result: decorate(await work()) };
     } catch (err) {
+      // A cancelled request gets no response (the client stopped waiting): just close what is open.
+      if (signal?.aborted) {
+        await channel.abandon();
+        return;
+      }
       outcome = { ok: false as const, mapped: mapError(err, era) };
     }
     try {

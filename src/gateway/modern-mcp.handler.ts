@@ -220,6 +220,7 @@ export class ModernMcpHandler {
         }
       },
       (result) => this.decorate(m.method, result),
+      controller.signal,
     );
   }
 

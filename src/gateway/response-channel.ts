@@ -14,6 +14,8 @@ export interface ResponseChannel {
   respond(message: JsonRpcResponse, httpStatus?: number): Promise<void>;
   /** Forces the stream open (a server-to-client request needs somewhere to go). Returns its stream id. */
   openStream(): Promise<string>;
+  /** The request was cancelled: close without a JSON-RPC response. */
+  abandon(): Promise<void>;
 }
 
 export interface SseSettings {
@@ -61,6 +63,15 @@ export class LegacyChannel implements ResponseChannel {
     this.writer?.end();
   }
 
+  async abandon(): Promise<void> {
+    if (!this.streaming) {
+      if (!this.res.headersSent && !this.res.destroyed) this.res.status(202).end();
+      return;
+    }
+    await this.streaming;
+    await this.hub.publish(this.sessionId, this.streamId, null, true);
+  }
+
   async respond(message: JsonRpcResponse, httpStatus = 200): Promise<void> {
     if (!this.streaming) {
       if (!this.res.headersSent && !this.res.destroyed) this.res.status(httpStatus).json(message);
@@ -96,6 +107,11 @@ export class ModernChannel implements ResponseChannel {
   async emit(message: Record<string, unknown>): Promise<void> {
     await this.openStream();
     this.writer!.send(message);
+  }
+
+  async abandon(): Promise<void> {
+    if (this.writer) this.writer.end();
+    else if (!this.res.headersSent && !this.res.destroyed) this.res.status(202).end();
   }
 
   async respond(message: JsonRpcResponse, httpStatus = 200): Promise<void> {

@@ -38,7 +38,7 @@ describe('graceful shutdown', () => {
 
     const ready = await fetch(`${server.baseUrl}/health/ready`);
     expect(ready.status).toBe(503);
-    expect((await ready.json()).checks.shutdown.status).toBe('down');
+    expect(((await ready.json()) as any).checks.shutdown.status).toBe('down');
     const refused = await rpc(url, { jsonrpc: '2.0', id: 8, method: 'ping' }, sessionHeaders(session));
     expect(refused.status).toBe(503);
     expect(refused.json.error.code).toBe(-32000);
