@@ -1,0 +1,95 @@
+import type { INestApplication } from '@nestjs/common';
+import { ANONYMOUS_PRINCIPAL, type Principal } from '../principals/principal.js';
+import { createTestApp } from '../../test/support/test-app.js';
+import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
+import { ClientResponsesRepository } from './client-responses.repository.js';
+import { SessionError } from './sessions.errors.js';
+import { SessionsService } from './sessions.service.js';
+import { SseEventsRepository } from './sse-events.repository.js';
+
+describe('sessions, the SSE event log and parked responses on real PostgreSQL', () => {
+  let db: TestDatabase;
+  let app: INestApplication;
+  let sessions: SessionsService;
+  let events: SseEventsRepository;
+  let parked: ClientResponsesRepository;
+  const bob: Principal = { ...ANONYMOUS_PRINCIPAL, id: 'proxy:bob', provider: 'proxy', subject: 'bob' };
+
+  beforeAll(async () => {
+    db = await createTestDatabase('sessions');
+    app = await createTestApp(db.url, { SESSION_IDLE_TTL_MS: '60000', SSE_EVENT_TTL_MS: '60000' });
+    sessions = app.get(SessionsService);
+    events = app.get(SseEventsRepository);
+    parked = app.get(ClientResponsesRepository);
+  });
+  afterAll(async () => {
+    await app.close();
+    await db.drop();
+  });
+
+  it('resolves a session only for the principal that opened it', async () => {
+    const s = await sessions.open(ANONYMOUS_PRINCIPAL, '2025-11-25', { elicitation: {} }, { name: 'c' });
+    expect(s.id).toMatch(/^[\x21-\x7e]{32}$/);
+    await expect(sessions.resolve(s.id, ANONYMOUS_PRINCIPAL)).resolves.toMatchObject({ id: s.id });
+    const foreign = await sessions.resolve(s.id, bob).catch((e: unknown) => e);
+    const unknown = await sessions.resolve('no-such-session', bob).catch((e: unknown) => e);
+    expect(foreign).toBeInstanceOf(SessionError);
+    expect((foreign as Error).message).toBe((unknown as Error).message);
+  });
+
+  it('ends idle sessions and deletes long-ended ones with their events', async () => {
+    const idle = await sessions.open(ANONYMOUS_PRINCIPAL, '2025-11-25', {}, null);
+    const fresh = await sessions.open(ANONYMOUS_PRINCIPAL, '2025-11-25', {}, null);
+    await events.append(idle.id, 'g', { jsonrpc: '2.0', method: 'x' });
+    await withClient(db.url, async (c) => {
+      await c.query(`UPDATE mcp_session SET last_seen_at = now() - interval '2 minutes' WHERE id = $1`, [
+        idle.id,
+      ]);
+    });
+    await sessions.sweep();
+    await expect(sessions.resolve(idle.id, ANONYMOUS_PRINCIPAL)).rejects.toBeInstanceOf(SessionError);
+    await expect(sessions.resolve(fresh.id, ANONYMOUS_PRINCIPAL)).resolves.toBeDefined();
+    await withClient(db.url, async (c) => {
+      await c.query(`UPDATE mcp_session SET ended_at = now() - interval '2 minutes' WHERE id = $1`, [
+        idle.id,
+      ]);
+    });
+    await sessions.sweep();
+    const left = await withClient(db.url, (c) =>
+      c.query(
+        'SELECT (SELECT count(*)::int FROM mcp_session WHERE id = $1) AS s, (SELECT count(*)::int FROM mcp_sse_event WHERE session_id = $1) AS e',
+        [idle.id],
+      ),
+    );
+    expect(left.rows[0]).toEqual({ s: 0, e: 0 });
+  });
+
+  it('replays a stream in order after an event id, and only that stream', async () => {
+    const s = await sessions.open(ANONYMOUS_PRINCIPAL, '2025-11-25', {}, null);
+    const first = await events.append(s.id, 'pA', null);
+    const seqs = [];
+    for (let i = 0; i < 5; i++) {
+      seqs.push(await events.append(s.id, 'pA', { n: i }));
+      await events.append(s.id, 'pB', { other: i });
+    }
+    const replay = await events.readAfter(s.id, 'pA', seqs[1]);
+    expect(replay.map((e) => e.payload)).toEqual([{ n: 2 }, { n: 3 }, { n: 4 }]);
+    expect((await events.readAfter(s.id, 'pA', first)).length).toBe(5);
+    expect(await events.readAfter('another-session', 'pA', first)).toEqual([]);
+  });
+
+  it('keeps only the newest events of a stream when pruned', async () => {
+    const s = await sessions.open(ANONYMOUS_PRINCIPAL, '2025-11-25', {}, null);
+    for (let i = 0; i < 20; i++) await events.append(s.id, 'g', { n: i });
+    await events.pruneStream(s.id, 'g', 5);
+    const kept = await events.readAfter(s.id, 'g', '0');
+    expect(kept.map((e) => e.payload)).toEqual([15, 16, 17, 18, 19].map((n) => ({ n })));
+  });
+
+  it('hands a parked client response to exactly one of many concurrent takers', async () => {
+    await parked.park('sess-1', 'srv-abc', { jsonrpc: '2.0', id: 'srv-abc', result: { action: 'accept' } });
+    const takes = await Promise.all(Array.from({ length: 12 }, () => parked.take('sess-1', 'srv-abc')));
+    const got = takes.filter((t) => t !== undefined);
+    expect(got).toEqual([{ jsonrpc: '2.0', id: 'srv-abc', result: { action: 'accept' } }]);
+  });
+});
