@@ -1,7 +1,9 @@
-import { Module } from '@nestjs/common';
+import { Global, Module } from '@nestjs/common';
 import { McpMethodsService } from '../protocol/mcp-methods.service.js';
 import { SessionsModule } from '../sessions/sessions.module.js';
 import { TasksModule } from '../tasks/tasks.module.js';
+import { McpNotifier } from '../tool-dispatch/mcp-notifier.js';
+import { GatewayNotifier } from './gateway-notifier.service.js';
 import { ToolDispatchModule } from '../tool-dispatch/tool-dispatch.module.js';
 import { ClientRequestsService } from './client-requests.service.js';
 import { InFlightService } from './in-flight.service.js';
@@ -13,6 +15,8 @@ import { StreamHub } from './stream-hub.service.js';
 import { TaskExecutor } from './task-executor.service.js';
 import { TasksProtocolService } from './tasks-protocol.service.js';
 
+/** Global so that tool modules can inject McpNotifier without importing the gateway. */
+@Global()
 @Module({
   imports: [SessionsModule, ToolDispatchModule, TasksModule],
   controllers: [McpController],
@@ -26,7 +30,9 @@ import { TasksProtocolService } from './tasks-protocol.service.js';
     ModernMcpHandler,
     TaskExecutor,
     TasksProtocolService,
+    GatewayNotifier,
+    { provide: McpNotifier, useExisting: GatewayNotifier },
   ],
-  exports: [LegacyMcpHandler, ModernMcpHandler, McpMethodsService, StreamHub],
+  exports: [McpNotifier, LegacyMcpHandler, ModernMcpHandler, McpMethodsService, StreamHub],
 })
 export class GatewayModule {}

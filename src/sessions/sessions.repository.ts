@@ -34,6 +34,16 @@ export class SessionsRepository {
     return this.repo.findOneBy({ id });
   }
 
+  /** Live sessions subscribed to a resource URI (resources/subscribe). */
+  async findSubscribed(uri: string): Promise<string[]> {
+    const rows = await this.repo
+      .createQueryBuilder('s')
+      .select('s.id', 'id')
+      .where('s.ended_at IS NULL AND s.resource_subscriptions @> :uri::jsonb', { uri: JSON.stringify([uri]) })
+      .getRawMany<{ id: string }>();
+    return rows.map((r) => r.id);
+  }
+
   /** Refreshes last_seen_at, at most once per `minIntervalMs`, so busy sessions do not write on every request. */
   async touch(id: string, minIntervalMs: number): Promise<void> {
     await this.repo

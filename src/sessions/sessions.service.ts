@@ -93,6 +93,10 @@ export class SessionsService implements OnApplicationBootstrap, OnApplicationShu
     await this.sessions.setSubscriptions(session.id, session.resourceSubscriptions);
   }
 
+  async subscribedTo(uri: string): Promise<string[]> {
+    return this.sessions.findSubscribed(uri);
+  }
+
   /** Ends idle sessions, deletes long-ended ones with their events, and trims old events. Idempotent. */
   async sweep(): Promise<void> {
     const now = Date.now();

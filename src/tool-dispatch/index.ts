@@ -20,6 +20,7 @@ export {
   type TaskSupport,
   type ToolContext,
 } from './tool-context.js';
+export { McpNotifier } from './mcp-notifier.js';
 export { ToolDispatchError, ToolDispatchErrorCode } from './tool-dispatch.errors.js';
 export type {
   Annotations,
