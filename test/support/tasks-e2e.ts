@@ -48,6 +48,11 @@ export class LegacyClient {
     return new LegacyClient(url, await openSession(url, capabilities, identity), identity);
   }
 
+  /** The same session (and identity) sent to another server instance. */
+  at(url: string): LegacyClient {
+    return new LegacyClient(url, this.sessionId, this.identity);
+  }
+
   headers(): Record<string, string> {
     return sessionHeaders(this.sessionId, this.identity);
   }
