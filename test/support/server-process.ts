@@ -41,10 +41,10 @@ export function runServer(env: Record<string, string>): {
 export async function startServer(env: Record<string, string>, timeoutMs = 30000): Promise<ServerProcess> {
   const run = runServer(env);
   const port = await new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(
-      () => reject(new Error(`server did not start in ${timeoutMs} ms:\n${run.output()}`)),
-      timeoutMs,
-    );
+    const timer = setTimeout(() => {
+      run.proc.kill('SIGKILL'); // never leave a half-started server behind
+      reject(new Error(`server did not start in ${timeoutMs} ms:\n${run.output()}`));
+    }, timeoutMs);
     const check = (): void => {
       const m = /listening on http:\/\/[^:]+:(\d+)/.exec(run.output());
       if (m) {
