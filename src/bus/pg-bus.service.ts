@@ -83,7 +83,11 @@ export class PgBusService implements OnModuleInit, OnApplicationShutdown {
     if (!set) {
       set = new Set();
       this.handlers.set(channel, set);
-      if (this.connected) void this.listen(channel);
+      // A failed LISTEN means a broken connection: its error handler reconnects and re-LISTENs everything.
+      if (this.connected)
+        this.listen(channel).catch((err: unknown) =>
+          this.logger.warn(`LISTEN ${channel} failed: ${String(err)}`),
+        );
     }
     set.add(handler);
     return () => {

@@ -1,4 +1,4 @@
-import { Injectable, type OnModuleInit } from '@nestjs/common';
+import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
 import { PgBusService } from '../bus/pg-bus.service.js';
 import { AppConfig } from '../config/app-config.js';
@@ -21,6 +21,7 @@ interface Waiter {
  */
 @Injectable()
 export class ClientRequestsService implements OnModuleInit {
+  private readonly logger = new Logger(ClientRequestsService.name);
   private readonly waiters = new Map<string, Waiter>();
 
   constructor(
@@ -103,8 +104,15 @@ export class ClientRequestsService implements OnModuleInit {
   private async collect(sessionId: string, requestId: string): Promise<void> {
     const waiter = this.waiters.get(key(sessionId, requestId));
     if (!waiter) return;
-    const payload = await this.parked.take(sessionId, requestId);
-    if (payload) this.settle(waiter, payload as unknown as JsonRpcResponse);
+    try {
+      const payload = await this.parked.take(sessionId, requestId);
+      if (payload) this.settle(waiter, payload as unknown as JsonRpcResponse);
+    } catch (err) {
+      // The row stays parked: the next wake-up (resync) or the waiter's timeout deals with it.
+      this.logger.warn(
+        `could not collect a client response: ${err instanceof Error ? err.message : String(err)}`,
+      );
+    }
   }
 
   private settle(waiter: Waiter, response: JsonRpcResponse): void {
