@@ -21,6 +21,14 @@ async function bootstrap(): Promise<void> {
     throw err;
   }
   const logger = new AppLogger({ json: config.isProduction, level: config.LOG_LEVEL });
+  // A promise nobody awaited must not take every session and task of this instance down with it.
+  process.on('unhandledRejection', (reason: unknown) => {
+    logger.error(
+      `unhandled rejection: ${reason instanceof Error ? reason.message : String(reason)}`,
+      reason instanceof Error ? reason.stack : undefined,
+      'Process',
+    );
+  });
 
   let embedded: EmbeddedPostgresHandle | undefined;
   if (!config.DATABASE_URL) {
