@@ -14,7 +14,7 @@ import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
+import { admin, summary } from './bench-support.mjs';
 
 const REQUESTS = Math.max(1, Math.min(Number(process.argv[2] ?? 40), 200));
 const WARMUP = 5;
@@ -22,26 +22,6 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 
 const base = process.env.DATABASE_URL;
 if (!base) throw new Error('set DATABASE_URL to a PostgreSQL server the benchmark may create a database on');
-
-async function admin(sql) {
-  const c = new pg.Client({ connectionString: base });
-  await c.connect();
-  try {
-    await c.query(sql);
-  } finally {
-    await c.end();
-  }
-}
-
-function pct(sorted, p) {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
-}
-
-function summary(label, ms) {
-  const s = [...ms].sort((a, b) => a - b);
-  const f = (v) => v.toFixed(1);
-  return `${label.padEnd(28)} n=${s.length} p50=${f(pct(s, 50))} ms p95=${f(pct(s, 95))} ms max=${f(s[s.length - 1])} ms`;
-}
 
 function startServer(env) {
   const proc = spawn(process.execPath, [join(ROOT, 'dist', 'src', 'main.js')], {
@@ -129,7 +109,7 @@ function call(port, seconds) {
 }
 
 const name = `bench_escalation_${randomBytes(4).toString('hex')}`;
-await admin(`CREATE DATABASE "${name}"`);
+await admin(base, `CREATE DATABASE "${name}"`);
 const url = new URL(base);
 url.pathname = `/${name}`;
 const server = startServer({
@@ -166,5 +146,5 @@ try {
 } finally {
   server.proc.kill('SIGTERM');
   await server.exited;
-  await admin(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+  await admin(base, `DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
 }

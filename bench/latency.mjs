@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
+import { admin } from './bench-support.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const N = Number(process.argv[2] ?? 200);
@@ -20,18 +20,6 @@ const serverUrl = process.env.TEST_DATABASE_URL ?? process.env.DATABASE_URL;
 if (!serverUrl) {
   console.error('Set TEST_DATABASE_URL (a PostgreSQL server on which a scratch database is created).');
   process.exit(2);
-}
-
-async function admin(sql) {
-  const u = new URL(serverUrl);
-  u.pathname = '/postgres';
-  const c = new pg.Client({ connectionString: u.toString() });
-  await c.connect();
-  try {
-    await c.query(sql);
-  } finally {
-    await c.end();
-  }
 }
 
 function start(databaseUrl) {
@@ -122,7 +110,7 @@ async function resumeOnce(a, b, session, id) {
 }
 
 const name = `bench_${randomBytes(4).toString('hex')}`;
-await admin(`CREATE DATABASE "${name}"`);
+await admin(serverUrl, `CREATE DATABASE "${name}"`);
 const dbUrl = new URL(serverUrl);
 dbUrl.pathname = `/${name}`;
 const servers = [];
@@ -175,5 +163,5 @@ try {
   await Promise.all(
     servers.map((s) => new Promise((r) => (s.proc.exitCode !== null ? r() : s.proc.once('exit', r)))),
   );
-  await admin(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+  await admin(serverUrl, `DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
 }

@@ -6,12 +6,12 @@
 //
 // A scratch database is created next to the one named in DATABASE_URL and dropped afterwards.
 import { NestFactory } from '@nestjs/core';
-import pg from 'pg';
 import { randomBytes } from 'node:crypto';
 import { AppModule } from '../dist/src/app.module.js';
 import { loadConfig } from '../dist/src/config/load-config.js';
 import { TaskRunnerService } from '../dist/src/tasks/task-runner.service.js';
 import { TasksService } from '../dist/src/tasks/tasks.service.js';
+import { admin, summary } from './bench-support.mjs';
 
 const TASKS = Number(process.argv[2] ?? 2000);
 const CONCURRENCY = Number(process.argv[3] ?? 16);
@@ -19,26 +19,6 @@ const READ_SECONDS = 5;
 
 const base = process.env.DATABASE_URL;
 if (!base) throw new Error('set DATABASE_URL to a PostgreSQL server the benchmark may create a database on');
-
-async function admin(sql) {
-  const c = new pg.Client({ connectionString: base });
-  await c.connect();
-  try {
-    await c.query(sql);
-  } finally {
-    await c.end();
-  }
-}
-
-function pct(sorted, p) {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
-}
-
-function summary(label, ms) {
-  const s = [...ms].sort((a, b) => a - b);
-  const f = (v) => v.toFixed(2);
-  return `${label}: n=${s.length} p50=${f(pct(s, 50))} ms p95=${f(pct(s, 95))} ms p99=${f(pct(s, 99))} ms max=${f(s[s.length - 1])} ms`;
-}
 
 async function pool(n, concurrency, fn) {
   let next = 0;
@@ -50,7 +30,7 @@ async function pool(n, concurrency, fn) {
 }
 
 const name = `bench_tasks_${randomBytes(4).toString('hex')}`;
-await admin(`CREATE DATABASE "${name}"`);
+await admin(base, `CREATE DATABASE "${name}"`);
 const url = new URL(base);
 url.pathname = `/${name}`;
 const config = loadConfig({
@@ -105,5 +85,5 @@ try {
   console.log(`  ${summary('per read', reads)}`);
 } finally {
   await app.close();
-  await admin(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+  await admin(base, `DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
 }
