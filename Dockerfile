@@ -4,10 +4,11 @@ FROM node:20-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
-COPY tsconfig.json tsconfig.build.json nest-cli.json ./
+COPY tsconfig.json tsconfig.build.json nest-cli.json .swcrc ./
 COPY src ./src
 COPY migrations ./migrations
-RUN npm run build && npm prune --omit=dev --omit=optional
+# tsc here: the image build is also a type check.
+RUN npm run build:tsc && npm prune --omit=dev --omit=optional
 
 FROM node:20-bookworm-slim AS runtime
 ENV NODE_ENV=production \
