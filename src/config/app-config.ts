@@ -66,6 +66,11 @@ function IntEnv(min: number, max: number): PropertyDecorator {
   return applyDecorators(Transform(toInt), IsInt({ message }), Min(min, { message }), Max(max, { message }));
 }
 
+/** A comma-separated list; blanks around items are dropped. */
+function ListEnv(): PropertyDecorator {
+  return applyDecorators(Transform(toList), IsString({ each: true }));
+}
+
 /** A boolean variable: true/false, 1/0, yes/no, on/off. */
 function BoolEnv(): PropertyDecorator {
   return applyDecorators(Transform(toBool), IsBoolean({ message: '$property must be true or false' }));
@@ -115,8 +120,7 @@ export class AppConfig {
   HEALTH_DB_TIMEOUT_MS = 2000;
 
   /** Comma-separated list of allowed browser origins; empty means CORS stays off. */
-  @Transform(toList)
-  @IsString({ each: true })
+  @ListEnv()
   @Matches(/^https?:\/\/[^\s/]+$/, {
     each: true,
     message: 'CORS_ORIGINS must be a comma list of http(s) origins',
@@ -152,8 +156,7 @@ export class AppConfig {
   OIDC_JWKS_URI?: string;
 
   /** Accepted `aud` values (comma list); defaults to MCP_RESOURCE_URL. */
-  @Transform(toList)
-  @IsString({ each: true })
+  @ListEnv()
   OIDC_AUDIENCE: string[] = [];
 
   @Transform(toList)
@@ -203,27 +206,26 @@ export class AppConfig {
   AUTH_PROXY_SECRET?: string;
 
   /** Scopes every proxy-authenticated principal holds (the proxy itself carries none). */
-  @Transform(toList)
-  @IsString({ each: true })
+  @ListEnv()
   AUTH_PROXY_SCOPES: string[] = [];
 
   /** Advertised in the RFC 9728 document and, when AUTH_REQUIRED_SCOPES is empty, in 401 challenges. */
-  @Transform(toList)
-  @IsString({ each: true })
+  @ListEnv()
   AUTH_SCOPES_SUPPORTED: string[] = [];
 
   /** Scopes every authenticated request to /mcp needs; a principal without them gets 403 insufficient_scope. */
-  @Transform(toList)
-  @IsString({ each: true })
+  @ListEnv()
   AUTH_REQUIRED_SCOPES: string[] = [];
 
   /** When set, GET /metrics needs `Authorization: Bearer <METRICS_TOKEN>`. */
   @IsOptional()
   @MaxLength(512, { message: 'METRICS_TOKEN must be at most 512 characters' })
   METRICS_TOKEN?: string;
+
   /** Registers the MCP conformance fixtures (src/tools/conformance); for conformance runs, never production. */
   @BoolEnv()
   MCP_CONFORMANCE_FIXTURES = false;
+
   @IntEnv(1000, 604800000)
   SESSION_IDLE_TTL_MS = 30 * 60 * 1000;
 
@@ -246,13 +248,11 @@ export class AppConfig {
    * Host names (with optional :port) accepted in the Host header of /mcp requests. Empty: when bound to a
    * loopback address only localhost, 127.0.0.1 and [::1] are accepted; otherwise any host.
    */
-  @Transform(toList)
-  @IsString({ each: true })
+  @ListEnv()
   MCP_ALLOWED_HOSTS: string[] = [];
 
   /** Browser origins accepted on /mcp. Empty: loopback origins only when bound to loopback, else none. */
-  @Transform(toList)
-  @IsString({ each: true })
+  @ListEnv()
   MCP_ALLOWED_ORIGINS: string[] = [];
 
   /** HMAC key for MRTR requestState; must be the same on every instance. Unset: random per process. */
