@@ -164,18 +164,8 @@ export class AppConfig {
     each: true,
     message: `OIDC_ALGORITHMS must be a comma list of ${ASYMMETRIC_JWT_ALGORITHMS.join(', ')} (never none or HS*)`,
   })
-  OIDC_ALGORITHMS: string[] = [
-    'RS256',
-    'RS384',
-    'RS512',
-    'PS256',
-    'PS384',
-    'PS512',
-    'ES256',
-    'ES384',
-    'ES512',
-    'EdDSA',
-  ];
+  // Ed25519 is the newer name of an EdDSA curve; the default keeps the registered names only.
+  OIDC_ALGORITHMS: string[] = ASYMMETRIC_JWT_ALGORITHMS.filter((a) => a !== 'Ed25519');
 
   @IntEnv(0, 300)
   OIDC_CLOCK_SKEW_S = 60;
