@@ -2,6 +2,7 @@
 //
 //   npm run bench:compare                       (builds first; needs TEST_DATABASE_URL or DATABASE_URL)
 //   BENCH_SECONDS=10 BENCH_CLIENTS=32 BENCH_ROUNDS=2 BENCH_ONLY=legacy-inline,tasks-get npm run bench:compare
+//   BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" BENCH_PEERS=false ...   (profile this server alone)
 //
 // Each scenario runs BENCH_CLIENTS closed-loop clients (each sends its next request when the last one answered)
 // for BENCH_SECONDS after a short warm-up, against this server and against the peer that offers the same thing:
@@ -84,6 +85,7 @@ function post(url, body, headers = {}) {
 }
 
 let rpcId = 0;
+let polls = 0; // tasks/get calls made by the lifecycle scenarios, reported per lifecycle
 function ok(answer, what) {
   if (answer.status >= 300 || !answer.json || answer.json.error) {
     throw new Error(`${what}: HTTP ${answer.status} ${JSON.stringify(answer.json)}`);
@@ -149,6 +151,7 @@ async function legacyLifecycle(url, sid) {
   const taskId = created.task.taskId;
   for (let i = 0; ; i++) {
     const t = await legacyCall(url, sid, 'tasks/get', { taskId });
+    polls++;
     if (t.status === 'completed') break;
     if (t.status !== 'working') throw new Error(`task ended ${t.status}`);
     if (i > 10000) throw new Error('task never completed');
@@ -214,6 +217,7 @@ const SCENARIOS = [
       if (created.resultType !== 'task') throw new Error(`expected a task: ${JSON.stringify(created)}`);
       for (let i = 0; ; i++) {
         const t = await modernCall(s.url, 'tasks/get', { taskId: created.taskId }, created.taskId, EXT);
+        polls++;
         if (t.status === 'completed') return;
         if (t.status !== 'working') throw new Error(`task ended ${t.status}`);
         if (i > 10000) throw new Error('task never completed');
@@ -284,7 +288,8 @@ async function stop(server) {
 async function startOurs(dbName) {
   const u = new URL(serverUrl);
   u.pathname = `/${dbName}`;
-  return spawnServer('this server', [join(ROOT, 'dist', 'src', 'main.js')], {
+  const nodeArgs = process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(' ') : [];
+  return spawnServer('this server', [...nodeArgs, join(ROOT, 'dist', 'src', 'main.js')], {
     PORT: '0',
     DATABASE_URL: u.toString(),
     MCP_BENCH_TOOLS: 'true',
@@ -330,12 +335,14 @@ async function measure(scenario, server, database, op) {
   });
   await new Promise((r) => setTimeout(r, WARMUP_SECONDS * 1000));
   const cpu0 = cpuSeconds(server.proc.pid);
+  const polls0 = polls;
   const pg0 = pgCpuSeconds(database);
   const t0 = performance.now();
   phase = 'measure';
   await new Promise((r) => setTimeout(r, SECONDS * 1000));
   phase = 'done';
   const elapsed = (performance.now() - t0) / 1000;
+  const pollsPerOp = count ? (polls - polls0) / count : 0;
   const cpu = cpuSeconds(server.proc.pid) - cpu0;
   const pgCpu = pgCpuSeconds(database) - pg0;
   await Promise.all(loops);
@@ -348,6 +355,7 @@ async function measure(scenario, server, database, op) {
     cpuMs: count ? (cpu * 1000) / count : NaN,
     pgCpuMs: count ? (pgCpu * 1000) / count : NaN,
     errors,
+    pollsPerOp,
   };
 }
 
@@ -374,7 +382,7 @@ for (const scenario of SCENARIOS) {
     await admin(serverUrl, `CREATE DATABASE "${dbName}"`);
     const order = round % 2 === 0 ? ['ours', 'peer'] : ['peer', 'ours'];
     for (const who of order) {
-      if (who === 'peer' && !scenario.peer) continue;
+      if (who === 'peer' && (!scenario.peer || process.env.BENCH_PEERS === 'false')) continue;
       const server = who === 'ours' ? await startOurs(dbName) : await startPeer(scenario.peer);
       try {
         const op = who === 'peer' && scenario.peerOp ? scenario.peerOp : scenario.op;
@@ -382,7 +390,8 @@ for (const scenario of SCENARIOS) {
         (who === 'ours' ? ours : peer).push(r);
         console.log(
           `${scenario.name} round ${round + 1} ${server.label}: ${r.rate.toFixed(0)}/s p50 ${r.p50.toFixed(1)} ms ` +
-            `p99 ${r.p99.toFixed(1)} ms cpu ${r.cpuMs.toFixed(2)} ms/op pg ${r.pgCpuMs.toFixed(2)} ms/op`,
+            `p99 ${r.p99.toFixed(1)} ms cpu ${r.cpuMs.toFixed(2)} ms/op pg ${r.pgCpuMs.toFixed(2)} ms/op` +
+            (r.pollsPerOp ? ` tasks/get per lifecycle ${r.pollsPerOp.toFixed(1)}` : ''),
         );
       } finally {
         await stop(server);
