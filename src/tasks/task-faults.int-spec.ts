@@ -276,6 +276,28 @@ describe('task faults on real PostgreSQL', () => {
       await waitFor(async () => (await row(t.id)).status === 'completed' || undefined);
     });
 
+    it('an app clock an hour slow does not delay a waiter past the expiry', async () => {
+      const owner = 'owner-skew-wait';
+      const ttlMs = 1500;
+      const t = await tasks.createAndStart(input(owner, { requestedTtlMs: ttlMs }));
+      // Parked, so no lease renewal (which also expires due runs) can wake the waiter: only its own timer.
+      (await exec.run(t.id, 0)).park({ ok: ask('Go on?') });
+      await waitFor(async () => (await row(t.id)).status === 'input_required' || undefined);
+      const restore = skewAppClock(-3600 * 1000);
+      const started = performance.now();
+      let waited: Awaited<ReturnType<TasksService['waitForTerminal']>>;
+      try {
+        waited = await tasks.waitForTerminal(owner, t.id, { timeoutMs: 30000 });
+      } finally {
+        restore();
+      }
+      const elapsed = performance.now() - started;
+      expect(waited.kind).toBe('terminal');
+      expect(waited.kind === 'terminal' && waited.task.statusMessage).toBe('Task expired');
+      // Woken at the expiry the database computed, not at the next 5 s safety poll an hour-off clock leads to.
+      expect(elapsed).toBeLessThan(ttlMs + 2500);
+    });
+
     it('an app clock an hour slow does not make the heartbeat or the lease look stale', async () => {
       const t = await tasks.createAndStart(input('owner-skew-slow'));
       const run = await exec.run(t.id, 0);
