@@ -296,6 +296,13 @@ export class AppConfig {
   @IntEnv(100, 60000)
   TASK_LOCK_TIMEOUT_MS = 5000;
 
+  /**
+   * Least time between two statusMessage writes from one task's progress updates (the latest message wins;
+   * see README "Failure behaviour").
+   */
+  @IntEnv(0, 3600000)
+  TASK_PROGRESS_WRITE_MS = 1000;
+
   /** How long a finished task stays readable after created + ttl before the janitor deletes it. */
   @IntEnv(0, 86400000)
   TASK_EXPIRED_GRACE_MS = 60000;
