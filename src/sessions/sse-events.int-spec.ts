@@ -105,13 +105,11 @@ describe('the SSE event log keeps each stream gap-free in commit order (real Pos
     const total = 120;
     await Promise.all(
       Array.from({ length: total }, (_, i) =>
-        app
-          .get(DataSource)
-          .transaction(async (m) => {
-            await events.append(s.id, 'g', { i }, false, m);
-            // Another stream of the same session in the same transaction: streams do not share numbers.
-            if (i % 3 === 0) await events.append(s.id, 'pOther', { i }, false, m);
-          }),
+        app.get(DataSource).transaction(async (m) => {
+          await events.append(s.id, 'g', { i }, false, m);
+          // Another stream of the same session in the same transaction: streams do not share numbers.
+          if (i % 3 === 0) await events.append(s.id, 'pOther', { i }, false, m);
+        }),
       ),
     );
     writing = false;
