@@ -48,6 +48,8 @@ export interface RecordingToolContextOptions {
   taskId?: string;
   clientCapabilities?: JsonObject;
   era?: 'legacy' | 'modern';
+  /** Called at each `ctx.progress(...)`, as it happens (to cancel after some progress, say). */
+  onProgress?: (update: ProgressUpdate) => void;
 }
 
 function answerer<P, R>(
@@ -83,6 +85,7 @@ export class RecordingToolContext implements ToolContext {
   readonly taskId?: string;
   readonly clientCapabilities?: JsonObject;
   readonly input: ToolContext['input'];
+  private readonly onProgress?: (update: ProgressUpdate) => void;
 
   constructor(answers: ScriptedAnswers = {}, options: RecordingToolContextOptions = {}) {
     this.principal = options.principal ?? ANONYMOUS_PRINCIPAL;
@@ -92,6 +95,7 @@ export class RecordingToolContext implements ToolContext {
       ? AbortSignal.any([this.controller.signal, options.signal])
       : this.controller.signal;
     if (options.taskId !== undefined) this.taskId = options.taskId;
+    if (options.onProgress) this.onProgress = options.onProgress;
     if (options.clientCapabilities !== undefined) this.clientCapabilities = options.clientCapabilities;
     const record = (method: RecordedInput['method'], params: JsonObject, opts?: InputRequestOptions) => {
       this.inputs.push({ method, params, ...(opts?.key !== undefined ? { key: opts.key } : {}) });
@@ -117,6 +121,7 @@ export class RecordingToolContext implements ToolContext {
 
   async progress(update: ProgressUpdate): Promise<void> {
     this.progressUpdates.push(update);
+    this.onProgress?.(update);
   }
 
   async log(level: LoggingLevel, data: unknown, logger?: string): Promise<void> {

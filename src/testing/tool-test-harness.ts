@@ -52,6 +52,8 @@ export interface CallOptions {
   /** Pretend the call runs as this task (`ctx.taskId`). */
   taskId?: string;
   clientCapabilities?: JsonObject;
+  /** Called at each `ctx.progress(...)` as it happens (the outcome lists them all too). */
+  onProgress?: (update: ProgressUpdate) => void;
   /**
    * Run the handler the 2026-07-28 way: each question ends the run, and the handler is run again from the
    * top with every answer so far (which `ctx.input` then returns at once). Use it to check that a handler
@@ -225,5 +227,6 @@ function contextOptions(options: CallOptions, era: 'legacy' | 'modern') {
     ...(options.signal ? { signal: options.signal } : {}),
     ...(options.taskId !== undefined ? { taskId: options.taskId } : {}),
     ...(options.clientCapabilities ? { clientCapabilities: options.clientCapabilities } : {}),
+    ...(options.onProgress ? { onProgress: options.onProgress } : {}),
   };
 }

@@ -2,17 +2,29 @@ import type { DynamicModule, Type } from '@nestjs/common';
 import type { AppConfig } from '../config/app-config.js';
 import { ConformanceModule } from './conformance/conformance.module.js';
 import { TextToolsModule } from './example/text-tools.module.js';
+import { ApprovalFlowModule } from './examples/approval-flow/approval-flow.module.js';
+import { CustomerLookupModule } from './examples/customer-lookup/customer-lookup.module.js';
+import { ReportJobModule } from './examples/report-job/report-job.module.js';
 
 /**
  * The one place a team lists its tool module. Each is an ordinary Nest module whose providers carry
  * `@McpTool` / `@McpResource` / `@McpPrompt` methods; ToolDispatchModule finds them, nothing else to register.
+ * `npm run new:tool-module -- <team>` adds its module here.
  */
 export const TOOL_MODULES: readonly Type[] = [TextToolsModule];
 
+/** The worked examples of docs/tool-authoring.md (src/tools/examples); EXAMPLE_TOOLS=false leaves them out. */
+export const EXAMPLE_TOOL_MODULES: readonly Type[] = [
+  ReportJobModule,
+  ApprovalFlowModule,
+  CustomerLookupModule,
+];
+
 /**
- * The tool modules AppModule imports for this configuration: the list above, or, for a conformance run, only
+ * The tool modules AppModule imports for this configuration: the lists above, or, for a conformance run, only
  * the fixture module, since the official suite expects exactly its fixtures (it calls the first listed tool).
  */
 export function toolModules(config: AppConfig): (Type | DynamicModule)[] {
-  return config.MCP_CONFORMANCE_FIXTURES ? [ConformanceModule] : [...TOOL_MODULES];
+  if (config.MCP_CONFORMANCE_FIXTURES) return [ConformanceModule];
+  return [...TOOL_MODULES, ...(config.EXAMPLE_TOOLS ? EXAMPLE_TOOL_MODULES : [])];
 }
