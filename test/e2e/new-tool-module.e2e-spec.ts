@@ -112,7 +112,10 @@ describe('npm run new:tool-module', () => {
     ]);
     const registry = readFileSync(join(work, 'src/tools/tool-modules.ts'), 'utf8');
     expect(registry).toContain("import { BillingOpsModule } from './billing-ops/billing-ops.module.js';");
-    expect(registry).toMatch(/TOOL_MODULES: readonly Type\[\] = \[TextToolsModule, BillingOpsModule\]/);
+    // Appended at the end of the list, whatever other teams are listed before it.
+    expect(registry).toMatch(
+      /TOOL_MODULES: readonly Type\[\] = \[\s*TextToolsModule,[^\]]*\bBillingOpsModule,?\s*\]/,
+    );
 
     // The same team again, or a name that maps to the same module: exit 3, nothing changes.
     const afterCreate = tree();
