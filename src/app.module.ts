@@ -1,4 +1,4 @@
-import { Module, type DynamicModule } from '@nestjs/common';
+import { Module, type DynamicModule, type Type } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
 import { ScheduleModule } from '@nestjs/schedule';
 import { BusModule } from './bus/bus.module.js';
@@ -17,10 +17,16 @@ import { ToolDispatchModule } from './tool-dispatch/tool-dispatch.module.js';
 import { toolModules } from './tools/tool-modules.js';
 import { TasksModule } from './tasks/tasks.module.js';
 
+/** What a test may change in the composition root. */
+export interface AppModuleOptions {
+  /** The tool modules to serve instead of `toolModules(config)` (the testing kit's server level). */
+  toolModules?: (Type | DynamicModule)[];
+}
+
 /** Composition root. The validated config comes in from main.ts (or a test) with DATABASE_URL resolved. */
 @Module({})
 export class AppModule {
-  static forRoot(config: AppConfig): DynamicModule {
+  static forRoot(config: AppConfig, options: AppModuleOptions = {}): DynamicModule {
     return {
       module: AppModule,
       imports: [
@@ -34,7 +40,7 @@ export class AppModule {
         BusModule,
         PrincipalsModule,
         ToolDispatchModule,
-        ...toolModules(config),
+        ...(options.toolModules ?? toolModules(config)),
         GatewayModule,
         TasksModule,
         JanitorModule,

@@ -232,6 +232,41 @@ export class AppConfig {
   @BoolEnv()
   MCP_BENCH_TOOLS = false;
 
+  /** Registers the example tool modules of src/tools/examples (report job, approval flow, outbound HTTP). */
+  @BoolEnv()
+  EXAMPLE_TOOLS = true;
+
+  /** Duration of one step of the example report job (`generate_report`); tests set it to a few ms. */
+  @IntEnv(0, 600000)
+  EXAMPLE_REPORT_STEP_MS = 5000;
+
+  /** How long the example approval flow (`approve_refund`) "checks the order" before asking the approver. */
+  @IntEnv(0, 60000)
+  EXAMPLE_APPROVAL_CHECK_MS = 500;
+
+  /** Base URL of the service the example outbound-HTTP tool calls; unset: the tool answers "not configured". */
+  @IsOptional()
+  @Matches(HTTP_URL, { message: 'EXAMPLE_HTTP_BASE_URL must be an http(s) URL without query or fragment' })
+  EXAMPLE_HTTP_BASE_URL?: string;
+
+  /** Bearer secret the example outbound-HTTP tool sends; never logged, never returned to the model. */
+  @IsOptional()
+  @MinLength(8, { message: 'EXAMPLE_HTTP_SECRET must be at least 8 characters' })
+  @MaxLength(4096, { message: 'EXAMPLE_HTTP_SECRET must be at most 4096 characters' })
+  EXAMPLE_HTTP_SECRET?: string;
+
+  /** Timeout of one attempt of the example outbound-HTTP tool. */
+  @IntEnv(100, 120000)
+  EXAMPLE_HTTP_TIMEOUT_MS = 5000;
+
+  /** Retries after a 5xx answer or a network error (never after a 4xx). */
+  @IntEnv(0, 10)
+  EXAMPLE_HTTP_RETRIES = 2;
+
+  /** First backoff between retries; doubled at each retry. */
+  @IntEnv(0, 60000)
+  EXAMPLE_HTTP_BACKOFF_MS = 200;
+
   @IntEnv(1000, 604800000)
   SESSION_IDLE_TTL_MS = 30 * 60 * 1000;
 
@@ -379,4 +414,6 @@ export const CONFIG_KEYS = Object.keys(new AppConfig()).concat(
   'OIDC_JWKS_URI',
   'AUTH_PROXY_SECRET',
   'METRICS_TOKEN',
+  'EXAMPLE_HTTP_BASE_URL',
+  'EXAMPLE_HTTP_SECRET',
 );

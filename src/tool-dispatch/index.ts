@@ -21,6 +21,7 @@ export {
   type ToolContext,
 } from './tool-context.js';
 export { McpNotifier } from './mcp-notifier.js';
+export type { Principal } from '../principals/principal.js';
 export { ToolDispatchError, ToolDispatchErrorCode } from './tool-dispatch.errors.js';
 export type {
   Annotations,

