@@ -42,9 +42,14 @@ export async function stopAll(servers: ServerProcess[]): Promise<void> {
   await Promise.all(servers.map((s) => stopServer(s, 'SIGKILL')));
 }
 
-/** The last lines a server wrote, for a failure message. */
+/** The last lines a server wrote, without its boot chatter, for a failure message. */
 export function tail(server: ServerProcess, lines = 40): string {
-  return server.output().split('\n').slice(-lines).join('\n');
+  return server
+    .output()
+    .split('\n')
+    .filter((l) => !/\[(InstanceLoader|RoutesResolver|RouterExplorer)\]/.test(l))
+    .slice(-lines)
+    .join('\n');
 }
 
 /** A task status as one stream or subscription told it, with the time it arrived. */

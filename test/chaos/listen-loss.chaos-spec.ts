@@ -1,0 +1,173 @@
+import { responseOf } from '../support/mcp-http.js';
+import type { ServerProcess } from '../support/server-process.js';
+import { LegacyClient, modern, waitFor } from '../support/tasks-e2e.js';
+import { createTestDatabase, withClient, type TestDatabase } from '../support/test-database.js';
+import {
+  chaosEnv,
+  figure,
+  heardWithin,
+  SessionFeed,
+  startInstances,
+  statusesOf,
+  stopAll,
+  SubscriptionFeed,
+  TERMINAL,
+  tail,
+} from './support/chaos-kit.js';
+
+const SCENARIO = 'LISTEN connection ended';
+const TASKS_PER_ERA = 4;
+
+/** Ends every LISTEN connection of the servers on this database (the pool is left alone). */
+async function terminateListeners(dbUrl: string, dbName: string): Promise<number> {
+  return withClient(dbUrl, async (c) => {
+    const r = await c.query(
+      `SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity
+        WHERE datname = $1 AND application_name = 'mcp-task-server-listen' AND pid <> pg_backend_pid()`,
+      [dbName],
+    );
+    return r.rows.filter((x: { ok: boolean }) => x.ok).length;
+  });
+}
+
+async function listenerCount(dbUrl: string, dbName: string): Promise<number> {
+  return withClient(dbUrl, async (c) => {
+    const r = await c.query(
+      `SELECT count(*)::int AS n FROM pg_stat_activity
+        WHERE datname = $1 AND application_name = 'mcp-task-server-listen'`,
+      [dbName],
+    );
+    return r.rows[0].n as number;
+  });
+}
+
+/**
+ * The LISTEN connection alone is ended by the database (`pg_terminate_backend`, as a failover or an idle
+ * killer does) and task states change on the other instance before it is back. The stream and the
+ * subscription held on the listening instance must still receive every change, live delivery must resume,
+ * and no stream may show an older state after a newer one.
+ */
+describe('chaos: the LISTEN connection ended alone', () => {
+  let db: TestDatabase;
+  let servers: ServerProcess[] = [];
+
+  beforeAll(async () => {
+    db = await createTestDatabase('chaos_listen');
+    servers = await startInstances(2, chaosEnv(db.url, { TASK_LEASE_MS: '30000' }));
+  });
+  afterAll(async () => {
+    await stopAll(servers);
+    await db.drop();
+  });
+
+  it('delivers every change committed while it was down, then resumes live delivery', async () => {
+    const [holder, changer] = servers;
+    const urlH = `${holder.baseUrl}/mcp`;
+    const urlC = `${changer.baseUrl}/mcp`;
+
+    const client = await LegacyClient.open(urlH);
+    const feed = new SessionFeed(client.sessionId, () => urlH);
+    await feed.start();
+    const legacyIds: string[] = [];
+    for (let i = 0; i < TASKS_PER_ERA; i++) {
+      legacyIds.push((await client.at(urlC).createTask('slow_compute', { seconds: 120 })).taskId);
+    }
+    const modernIds: string[] = [];
+    for (let i = 0; i < TASKS_PER_ERA; i++) {
+      const r = responseOf(
+        await modern(urlC, 'tools/call', { name: 'slow_compute', arguments: { seconds: 120 } }),
+      );
+      expect(r.result.resultType).toBe('task');
+      modernIds.push(r.result.taskId);
+    }
+    const sub = new SubscriptionFeed(modernIds, () => urlH);
+    await sub.start();
+    await waitFor(
+      async () => sub.acknowledged,
+      (n) => n > 0,
+      { what: 'the subscription acknowledgement' },
+    );
+    // The creations are announced before the fault: the stream is live.
+    for (const id of legacyIds)
+      expect(await heardWithin(feed, id, (s) => s === 'working', 5000)).toBeDefined();
+
+    // Each change is committed right after the listeners were ended, before they can reconnect.
+    let terminated = 0;
+    let committedWhileDown = 0;
+    const cancels = [
+      ...legacyIds.map((taskId) => () => client.at(urlC).result('tasks/cancel', { taskId })),
+      ...modernIds.map(
+        (taskId) => async () => responseOf(await modern(urlC, 'tasks/cancel', { taskId })).result,
+      ),
+    ];
+    for (const cancel of cancels) {
+      terminated += await terminateListeners(db.url, db.name);
+      await cancel();
+      if ((await listenerCount(db.url, db.name)) < servers.length) committedWhileDown++;
+    }
+
+    // One deadline for all of them: whatever has not arrived by then is lost.
+    const deadline = Date.now() + 15000;
+    const missing = () => ({
+      legacy: legacyIds.filter((id) => !statusesOf(feed, id).includes('cancelled')),
+      modern: modernIds.filter((id) => !statusesOf(sub, id).includes('cancelled')),
+    });
+    await waitFor(
+      async () => missing(),
+      (m) => m.legacy.length + m.modern.length === 0 || Date.now() > deadline,
+      { timeoutMs: 20000, intervalMs: 100 },
+    );
+    const { legacy: missedLegacy, modern: missedModern } = missing();
+
+    // Live delivery after the reconnect: a new task changed on the other instance.
+    const reconnected = await waitFor(
+      () => listenerCount(db.url, db.name),
+      (n) => n >= servers.length,
+      { timeoutMs: 15000, intervalMs: 100, what: 'both listeners back' },
+    );
+    const fresh = await client.at(urlC).createTask('slow_compute', { seconds: 0, label: 'after' });
+    const liveAfter = await heardWithin(feed, fresh.taskId, (s) => s === 'completed', 10000);
+
+    await feed.stop();
+    await sub.stop();
+    // Never an older state after a newer one: nothing but terminal statuses after the first terminal one.
+    const regressions = [
+      ...legacyIds.map((id) => statusesOf(feed, id)),
+      ...modernIds.map((id) => statusesOf(sub, id)),
+    ].filter((seq) => {
+      const first = seq.findIndex((s) => TERMINAL.has(s));
+      return first !== -1 && seq.slice(first).some((s) => !TERMINAL.has(s));
+    }).length;
+
+    figure(SCENARIO, 'LISTEN connections terminated', terminated);
+    figure(
+      SCENARIO,
+      'changes committed while a listener was down',
+      `${committedWhileDown} of ${cancels.length}`,
+    );
+    figure(SCENARIO, 'notifications lost, 2025-11-25 stream', missedLegacy.length, `of ${legacyIds.length}`);
+    figure(
+      SCENARIO,
+      'notifications lost, 2026-07-28 subscription',
+      missedModern.length,
+      `of ${modernIds.length}`,
+    );
+    figure(SCENARIO, 'stream reopened', feed.reopened, 'times');
+    figure(SCENARIO, 'subscription reopened', sub.reopened, 'times');
+    figure(SCENARIO, 'older state after a newer one', regressions);
+    figure(SCENARIO, 'live delivery after reconnect', liveAfter ? 'yes' : 'no');
+
+    // The fault happened: both listeners were ended, and changes were committed while one was down.
+    expect(terminated).toBeGreaterThanOrEqual(servers.length);
+    expect(committedWhileDown).toBeGreaterThan(0);
+    expect(reconnected).toBeGreaterThanOrEqual(servers.length);
+    if (missedLegacy.length + missedModern.length > 0) {
+      throw new Error(
+        `notifications lost: stream ${JSON.stringify(missedLegacy)}, subscription ${JSON.stringify(missedModern)}; ` +
+          `holder log:\n${tail(holder)}`,
+      );
+    }
+    expect(regressions).toBe(0);
+    expect(liveAfter).toBeDefined();
+  });
+});
