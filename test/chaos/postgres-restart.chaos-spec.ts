@@ -277,7 +277,21 @@ describe('chaos: PostgreSQL restart under steady load on two instances', () => {
           )
         : '',
     );
-    figure(SCENARIO, 'notifications lost', unannounced.length);
+    figure(
+      SCENARIO,
+      'notifications lost',
+      unannounced.length,
+      unannounced.length
+        ? JSON.stringify(
+            unannounced.map((m) => {
+              const final = finals[made.indexOf(m)]?.status ?? 'not terminal';
+              const got =
+                m.era === 'legacy' ? statusesOf(feeds[m.session], m.taskId) : statusesOf(sub, m.taskId);
+              return `${m.era} ${m.taskId.slice(0, 6)} ${final}, heard [${got.join(',')}]`;
+            }),
+          )
+        : '',
+    );
     figure(SCENARIO, 'streams reopened', feeds.map((f) => f.reopened).join(', '));
 
     if (lost.length > 0 || unannounced.length > 0) {
