@@ -1,6 +1,7 @@
 import { Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { Counter } from 'prom-client';
+import { Counter, Gauge } from 'prom-client';
 import { DataSource, type EntityManager } from 'typeorm';
 import { AppConfig } from '../config/app-config.js';
 import { HealthService } from '../health/health.service.js';
@@ -16,11 +17,33 @@ export type BusHandler = (
 const MAX_PAYLOAD_BYTES = 7900;
 const CHANNEL = /^[a-z_][a-z0-9_]{0,62}$/;
 
+/** application_name of every LISTEN connection; the instance id follows it, so operators can tell them apart. */
+export const LISTEN_APPLICATION_PREFIX = 'mcp-task-server-listen:';
+
+async function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      work,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /**
  * Cross-instance signalling over PostgreSQL LISTEN/NOTIFY. Payloads carry ids only; state lives in tables,
- * so a receiver always re-reads it. A dedicated connection (outside the pool) holds the LISTENs and is
- * re-established with backoff when it drops; since notifications sent meanwhile are lost, subscribers get a
- * `resync` callback after every reconnect and re-read whatever they wait on.
+ * so a receiver always re-reads it. A dedicated connection (outside the pool) holds the LISTENs.
+ *
+ * Liveness: the connection has TCP keepalive, and every BUS_HEARTBEAT_MS it NOTIFYs a channel only it
+ * listens to and waits for that notification to come back; a round trip that fails or exceeds
+ * BUS_HEARTBEAT_TIMEOUT_MS (a half-open connection, a stuck server) marks readiness down, tears the
+ * connection down and reconnects. Exactly one reconnect loop runs at a time, whatever mix of error, end and
+ * failed heartbeat announced the loss. Notifications sent while it was down are lost, so subscribers get a
+ * `resync` callback after every reconnect and re-read whatever they wait on from the tables.
  */
 @Injectable()
 export class PgBusService implements OnModuleInit, OnApplicationShutdown {
@@ -28,11 +51,19 @@ export class PgBusService implements OnModuleInit, OnApplicationShutdown {
   private client: pg.Client | undefined;
   private connected = false;
   private stopping = false;
+  /** True from the moment a loss is noticed until a new connection is up: the one reconnect loop. */
+  private reconnecting = false;
   private reconnectTimer: NodeJS.Timeout | undefined;
   private attempt = 0;
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private heartbeatFailed: string | undefined;
+  private beating = false;
+  private readonly heartbeatWaiters = new Map<string, () => void>();
+  private readonly heartbeatChannel: string;
   private readonly handlers = new Map<string, Set<BusHandler>>();
   private readonly resyncHandlers = new Set<() => void>();
   private readonly reconnects: Counter<'result'>;
+  private readonly heartbeatFailures: Counter;
   private readonly published: Counter<'channel'>;
 
   constructor(
@@ -42,11 +73,23 @@ export class PgBusService implements OnModuleInit, OnApplicationShutdown {
     metrics: MetricsService,
     health: HealthService,
   ) {
+    this.heartbeatChannel = `mcp_bus_hb_${instances.instanceId.replace(/-/g, '')}`;
     this.reconnects = new Counter({
-      name: 'mcp_pg_listen_reconnects_total',
-      help: 'Reconnections of the LISTEN connection, by result.',
+      name: 'mcp_bus_reconnects_total',
+      help: 'Reconnection attempts of the LISTEN connection, by result (ok, error).',
       labelNames: ['result'] as const,
       registers: [metrics.registry],
+    });
+    this.heartbeatFailures = new Counter({
+      name: 'mcp_bus_heartbeat_failures_total',
+      help: 'Self-NOTIFY round trips on the LISTEN connection that failed or timed out.',
+      registers: [metrics.registry],
+    });
+    const up: Gauge = new Gauge({
+      name: 'mcp_bus_listener_up',
+      help: '1 while the LISTEN connection is connected and its last heartbeat succeeded.',
+      registers: [metrics.registry],
+      collect: () => up.set(this.isHealthy ? 1 : 0),
     });
     this.published = new Counter({
       name: 'mcp_notifications_published_total',
@@ -54,26 +97,42 @@ export class PgBusService implements OnModuleInit, OnApplicationShutdown {
       labelNames: ['channel'] as const,
       registers: [metrics.registry],
     });
-    health.register('listener', async () =>
-      this.connected ? { status: 'up' } : { status: 'down', reason: 'LISTEN connection is down' },
-    );
+    health.register('listener', async () => {
+      if (!this.connected) return { status: 'down', reason: 'LISTEN connection is down' };
+      if (this.heartbeatFailed) return { status: 'down', reason: this.heartbeatFailed };
+      return { status: 'up' };
+    });
   }
 
   async onModuleInit(): Promise<void> {
-    await this.connect();
+    await this.establish();
   }
 
   async onApplicationShutdown(): Promise<void> {
     this.stopping = true;
     clearTimeout(this.reconnectTimer);
+    clearInterval(this.heartbeatTimer);
     const c = this.client;
     this.client = undefined;
     this.connected = false;
-    await c?.end().catch(() => undefined);
+    if (c) {
+      c.removeAllListeners('end');
+      await c.end().catch(() => undefined);
+    }
   }
 
   get isConnected(): boolean {
     return this.connected;
+  }
+
+  /** Connected, and the last heartbeat round trip (if any since connecting) succeeded. */
+  get isHealthy(): boolean {
+    return this.connected && !this.heartbeatFailed;
+  }
+
+  /** The instance's LISTEN connection's application_name (tests find its backend by it). */
+  get applicationName(): string {
+    return `${LISTEN_APPLICATION_PREFIX}${this.instances.instanceId}`;
   }
 
   /** Registers a handler for a channel; returns the function that removes it. */
@@ -83,7 +142,7 @@ export class PgBusService implements OnModuleInit, OnApplicationShutdown {
     if (!set) {
       set = new Set();
       this.handlers.set(channel, set);
-      // A failed LISTEN means a broken connection: its error handler reconnects and re-LISTENs everything.
+      // A failed LISTEN means a broken connection: its loss handling reconnects and re-LISTENs everything.
       if (this.connected)
         this.listen(channel).catch((err: unknown) =>
           this.logger.warn(`LISTEN ${channel} failed: ${String(err)}`),
@@ -120,29 +179,78 @@ export class PgBusService implements OnModuleInit, OnApplicationShutdown {
     this.published.inc({ channel });
   }
 
-  private async connect(): Promise<void> {
+  /**
+   * One heartbeat now: NOTIFY on the private channel through the LISTEN connection itself and wait for it
+   * to come back. On failure, readiness drops and the connection is replaced. Runs every BUS_HEARTBEAT_MS.
+   */
+  async heartbeat(): Promise<boolean> {
+    const client = this.client;
+    if (!client || !this.connected || this.beating) return false;
+    this.beating = true;
+    const nonce = randomUUID();
+    const heard = new Promise<void>((resolve) => this.heartbeatWaiters.set(nonce, resolve));
+    try {
+      await withTimeout(
+        Promise.all([client.query('SELECT pg_notify($1, $2)', [this.heartbeatChannel, nonce]), heard]),
+        this.config.BUS_HEARTBEAT_TIMEOUT_MS,
+        'LISTEN heartbeat',
+      );
+      if (this.client === client) this.heartbeatFailed = undefined;
+      return true;
+    } catch (err) {
+      if (this.client !== client) return false; // already replaced; not this connection's failure to report
+      this.heartbeatFailures.inc();
+      const reason = `LISTEN heartbeat failed: ${err instanceof Error ? err.message : String(err)}`;
+      this.heartbeatFailed = reason;
+      this.lost(client, reason);
+      return false;
+    } finally {
+      this.heartbeatWaiters.delete(nonce);
+      this.beating = false;
+    }
+  }
+
+  /**
+   * Opens a LISTEN connection and LISTENs every channel. Any failure rejects; a loss noticed while it runs
+   * only tears the half-made connection down (the caller, boot or the reconnect loop, decides what next).
+   */
+  private async establish(): Promise<void> {
     const url = this.config.DATABASE_URL;
     if (!url) throw new Error('DATABASE_URL is not resolved');
-    const client = new pg.Client({ connectionString: url, application_name: 'mcp-task-server-listen' });
-    client.on('notification', (msg) => this.dispatch(msg.channel, msg.payload));
-    client.on('error', (err) => {
-      this.logger.warn(`LISTEN connection error: ${err.message}`);
-      this.lost(client);
+    const timeoutMs = this.config.BUS_HEARTBEAT_TIMEOUT_MS;
+    const client = new pg.Client({
+      connectionString: url,
+      application_name: this.applicationName,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: this.config.BUS_TCP_KEEPALIVE_MS,
+      connectionTimeoutMillis: timeoutMs,
     });
-    client.on('end', () => this.lost(client));
+    client.on('notification', (msg) => this.dispatch(msg.channel, msg.payload));
+    client.on('error', (err) => this.lost(client, `LISTEN connection error: ${err.message}`));
+    client.on('end', () => this.lost(client, 'LISTEN connection ended'));
+    this.client = client;
     try {
-      await client.connect();
-      this.client = client;
-      // Channel names are validated against CHANNEL, so quoting them as identifiers is safe.
-      for (const channel of this.handlers.keys()) await client.query(`LISTEN "${channel}"`);
+      await withTimeout(
+        (async () => {
+          await client.connect();
+          await client.query(`LISTEN "${this.heartbeatChannel}"`);
+          // Channel names are validated against CHANNEL, so quoting them as identifiers is safe.
+          for (const channel of this.handlers.keys()) await client.query(`LISTEN "${channel}"`);
+        })(),
+        timeoutMs,
+        'LISTEN connection setup',
+      );
+      if (this.client !== client) throw new Error('LISTEN connection lost while it was set up');
     } catch (err) {
-      this.client = undefined;
-      client.removeAllListeners('end');
-      await client.end().catch(() => undefined);
+      this.lost(client, err instanceof Error ? err.message : String(err));
       throw err;
     }
     this.connected = true;
+    this.heartbeatFailed = undefined;
     this.attempt = 0;
+    clearInterval(this.heartbeatTimer);
+    this.heartbeatTimer = setInterval(() => void this.heartbeat(), this.config.BUS_HEARTBEAT_MS);
+    this.heartbeatTimer.unref();
   }
 
   /** One query at a time on the LISTEN connection: pg does not queue concurrent ones for us forever. */
@@ -154,36 +262,65 @@ export class PgBusService implements OnModuleInit, OnApplicationShutdown {
     return next.then(() => undefined);
   }
 
-  private lost(client: pg.Client): void {
+  /**
+   * The connection `client` is gone or unusable (error, end, failed heartbeat, failed setup). Idempotent per
+   * connection: only the first report for the current connection acts. A connection that was up starts
+   * the reconnect loop; one still being set up is left to its establish() caller.
+   */
+  private lost(client: pg.Client, reason: string): void {
     if (this.stopping || this.client !== client) return;
+    const wasUp = this.connected;
     this.client = undefined;
     this.connected = false;
+    clearInterval(this.heartbeatTimer);
+    client.removeAllListeners('notification');
     client.removeAllListeners('end');
+    client.removeAllListeners('error');
+    client.on('error', () => undefined); // late errors of a discarded connection are expected
     void client.end().catch(() => undefined);
-    this.reconnectSoon();
+    // A half-open socket may never answer end(): drop it now.
+    (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+    if (wasUp) {
+      this.logger.warn(`${reason}; reconnecting`);
+      this.reconnectLoop();
+    }
   }
 
-  private reconnectSoon(): void {
-    if (this.stopping) return;
-    const delay = Math.min(10000, 200 * 2 ** this.attempt++);
-    this.reconnectTimer = setTimeout(() => {
-      this.connect().then(
-        () => {
-          this.reconnects.inc({ result: 'ok' });
-          this.logger.log('LISTEN connection re-established');
-          for (const h of this.resyncHandlers) h();
-        },
-        (err: unknown) => {
-          this.reconnects.inc({ result: 'error' });
-          this.logger.warn(`LISTEN reconnect failed: ${err instanceof Error ? err.message : String(err)}`);
-          this.reconnectSoon();
-        },
-      );
-    }, delay);
-    this.reconnectTimer.unref();
+  /** Starts the reconnect loop unless one is running: retries with backoff until a connection is up. */
+  private reconnectLoop(): void {
+    if (this.stopping || this.reconnecting) return;
+    this.reconnecting = true;
+    const tryAgain = (): void => {
+      if (this.stopping) {
+        this.reconnecting = false;
+        return;
+      }
+      const delay = Math.min(10000, 200 * 2 ** this.attempt++);
+      this.reconnectTimer = setTimeout(() => {
+        this.establish().then(
+          () => {
+            this.reconnecting = false;
+            this.reconnects.inc({ result: 'ok' });
+            this.logger.log('LISTEN connection re-established');
+            for (const h of this.resyncHandlers) h();
+          },
+          (err: unknown) => {
+            this.reconnects.inc({ result: 'error' });
+            this.logger.warn(`LISTEN reconnect failed: ${err instanceof Error ? err.message : String(err)}`);
+            tryAgain();
+          },
+        );
+      }, delay);
+      this.reconnectTimer.unref();
+    };
+    tryAgain();
   }
 
   private dispatch(channel: string, raw: string | undefined): void {
+    if (channel === this.heartbeatChannel) {
+      if (raw) this.heartbeatWaiters.get(raw)?.();
+      return;
+    }
     const set = this.handlers.get(channel);
     if (!set || set.size === 0 || !raw) return;
     let payload: Record<string, unknown>;

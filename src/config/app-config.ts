@@ -134,6 +134,18 @@ export class AppConfig {
   @IntEnv(1000, 600000)
   INSTANCE_HEARTBEAT_MS = 10000;
 
+  /** How often the LISTEN connection proves itself with a self-NOTIFY round trip. */
+  @IntEnv(200, 600000)
+  BUS_HEARTBEAT_MS = 5000;
+
+  /** How long that round trip (and a reconnect of the LISTEN connection) may take before it counts as failed. */
+  @IntEnv(100, 60000)
+  BUS_HEARTBEAT_TIMEOUT_MS = 3000;
+
+  /** Idle time before TCP keepalive probes start on the LISTEN connection. */
+  @IntEnv(1000, 600000)
+  BUS_TCP_KEEPALIVE_MS = 10000;
+
   /** Which authentication providers are active (comma list). Empty: the anonymous development principal. */
   @Transform(toList)
   @IsIn(AUTH_PROVIDER_NAMES, {
@@ -291,6 +303,13 @@ export class AppConfig {
   /** lock_timeout of every task transaction, so a stuck lock surfaces as an error instead of a hang. */
   @IntEnv(100, 60000)
   TASK_LOCK_TIMEOUT_MS = 5000;
+
+  /**
+   * Least time between two statusMessage writes from one task's progress updates (the latest message wins;
+   * see README "Failure behaviour").
+   */
+  @IntEnv(0, 3600000)
+  TASK_PROGRESS_WRITE_MS = 1000;
 
   /** How long a finished task stays readable after created + ttl before the janitor deletes it. */
   @IntEnv(0, 86400000)

@@ -4,11 +4,13 @@ import { PrincipalRecord } from '../principals/principal-record.entity.js';
 import { ClientResponse } from '../sessions/client-response.entity.js';
 import { McpSession } from '../sessions/session.entity.js';
 import { SseEvent } from '../sessions/sse-event.entity.js';
+import { SseStream } from '../sessions/sse-stream.entity.js';
 import { Task } from '../tasks/task.entity.js';
 import { CreateServiceInstance1764460000000 } from '../../migrations/1764460000000-create-service-instance.js';
 import { CreateSessions1764460100000 } from '../../migrations/1764460100000-create-sessions.js';
 import { CreatePrincipalAndApiKey1764460200000 } from '../../migrations/1764460200000-create-principal-and-api-key.js';
 import { CreateTask1764460300000 } from '../../migrations/1764460300000-create-task.js';
+import { SseStreamCounter1765031400000 } from '../../migrations/1765031400000-sse-stream-counter.js';
 
 /**
  * The one list of entities and migrations. Explicit classes rather than globs, so the app, the TypeORM CLI
@@ -18,6 +20,7 @@ export const ENTITIES = [
   ServiceInstance,
   McpSession,
   SseEvent,
+  SseStream,
   ClientResponse,
   PrincipalRecord,
   ApiKey,
@@ -28,4 +31,5 @@ export const MIGRATIONS = [
   CreateSessions1764460100000,
   CreatePrincipalAndApiKey1764460200000,
   CreateTask1764460300000,
+  SseStreamCounter1765031400000,
 ];

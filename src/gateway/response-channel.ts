@@ -93,6 +93,8 @@ export class LegacyChannel implements ResponseChannel {
  */
 export class ModernChannel implements ResponseChannel {
   private writer: SseWriter | undefined;
+  /** The request was answered (or abandoned): nothing may write to its response any more. */
+  private answered = false;
 
   constructor(
     private readonly res: Response,
@@ -105,16 +107,20 @@ export class ModernChannel implements ResponseChannel {
   }
 
   async emit(message: Record<string, unknown>): Promise<void> {
+    // Work that outlives its answer (a call escalated to a task) must never touch the finished response.
+    if (this.answered) return;
     await this.openStream();
     this.writer!.send(message);
   }
 
   async abandon(): Promise<void> {
+    this.answered = true;
     if (this.writer) this.writer.end();
     else if (!this.res.headersSent && !this.res.destroyed) this.res.status(202).end();
   }
 
   async respond(message: JsonRpcResponse, httpStatus = 200): Promise<void> {
+    this.answered = true;
     if (!this.writer) {
       if (!this.res.headersSent && !this.res.destroyed) this.res.status(httpStatus).json(message);
       return;

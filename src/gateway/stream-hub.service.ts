@@ -1,5 +1,6 @@
 import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { Gauge } from 'prom-client';
+import type { EntityManager } from 'typeorm';
 import { PgBusService } from '../bus/pg-bus.service.js';
 import { AppConfig } from '../config/app-config.js';
 import { LifecycleService } from '../lifecycle/lifecycle.service.js';
@@ -11,7 +12,10 @@ const CHANNEL = 'mcp_stream';
 export const STANDALONE_STREAM = 'g';
 const MAX_BIGINT = 2n ** 63n - 1n;
 
-/** SSE event ids are `<streamId>_<seq>`: unique across the session (seq is global) and naming their stream. */
+/**
+ * SSE event ids are `<streamId>_<seq>`: unique across the session (stream ids are unique in it, seqs in a
+ * stream) and naming their stream, so Last-Event-ID resumes exactly that stream.
+ */
 export function formatEventId(streamId: string, seq: string): string {
   return `${streamId}_${seq}`;
 }
@@ -82,14 +86,34 @@ export class StreamHub implements OnModuleInit {
     final = false,
   ): Promise<string> {
     const seq = await this.events.append(sessionId, streamId, message, final);
-    if (Number(seq) % 100 === 0) {
-      void this.events
-        .pruneStream(sessionId, streamId, this.config.SSE_STREAM_RETENTION)
-        .catch(() => undefined);
-    }
+    this.pruneNowAndThen(sessionId, streamId, seq);
     if (this.holders.has(key(sessionId, streamId))) this.wake(sessionId, streamId);
     else await this.bus.publish(CHANNEL, { s: sessionId, st: streamId });
     return formatEventId(streamId, seq);
+  }
+
+  /**
+   * Appends a message inside the caller's transaction (an outbox): the event exists if and only if that
+   * transaction commits, whatever happens to this process or its LISTEN connection afterwards. The holder
+   * is woken by a NOTIFY delivered at commit, or, if that is lost, by the resync after the bus reconnects.
+   */
+  async publishInTransaction(
+    manager: EntityManager,
+    sessionId: string,
+    streamId: string,
+    message: Record<string, unknown>,
+  ): Promise<string> {
+    const seq = await this.events.append(sessionId, streamId, message, false, manager);
+    await this.bus.publish(CHANNEL, { s: sessionId, st: streamId }, manager);
+    this.pruneNowAndThen(sessionId, streamId, seq);
+    return formatEventId(streamId, seq);
+  }
+
+  private pruneNowAndThen(sessionId: string, streamId: string, seq: string): void {
+    if (Number(seq) % 100 !== 0) return;
+    void this.events
+      .pruneStream(sessionId, streamId, this.config.SSE_STREAM_RETENTION)
+      .catch(() => undefined);
   }
 
   hasLocalHolder(sessionId: string, streamId: string): boolean {

@@ -1,4 +1,4 @@
-import { Injectable, type OnModuleInit } from '@nestjs/common';
+import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { McpMethodsService } from '../protocol/mcp-methods.service.js';
 import { InputRequiredSignal, MrtrInput } from '../protocol/mrtr-input.js';
 import type { RequestContext } from '../protocol/request-context.js';
@@ -48,6 +48,7 @@ function localAnswers(wire: Readonly<Record<string, unknown>>): Record<string, u
  */
 @Injectable()
 export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
+  private readonly logger = new Logger(TaskExecutor.name);
   /** Who started or resumed each task on this instance: the tool context carries the principal, not an id. */
   private readonly principals = new Map<string, Principal>();
 
@@ -123,12 +124,19 @@ export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
       input = new LegacyTaskInput(task, ctx, this.clientRequests, clientCapabilities);
       if (task.sessionId) {
         const sessionId = task.sessionId;
+        // A notification that cannot be delivered (the database is down) is lost, never the tool's error.
         notify = async (method, p) => {
-          await this.hub.publish(sessionId, STANDALONE_STREAM, {
-            jsonrpc: '2.0',
-            method,
-            params: { ...p, _meta: { [META.RELATED_TASK]: { taskId: task.id } } },
-          });
+          try {
+            await this.hub.publish(sessionId, STANDALONE_STREAM, {
+              jsonrpc: '2.0',
+              method,
+              params: { ...p, _meta: { [META.RELATED_TASK]: { taskId: task.id } } },
+            });
+          } catch (err) {
+            this.logger.warn(
+              `task ${task.id}: ${method} not delivered: ${err instanceof Error ? err.message : String(err)}`,
+            );
+          }
         };
       }
     }
@@ -146,6 +154,8 @@ export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
       progressToken: task.era === 'legacy' ? progressToken : undefined,
       logLevel: null,
       notify,
+      // Both eras: the latest progress becomes the task's statusMessage (rate-limited by the runner).
+      reportTaskProgress: (u) => ctx.reportProgress(u),
       input,
     };
     const { inputResponses: _i, requestState: _r, ...callParams } = params;

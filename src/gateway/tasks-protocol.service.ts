@@ -220,7 +220,17 @@ export class TasksProtocolService implements OnModuleInit {
         requestParams,
         requestedTtlMs: null,
       },
-      (signal) => this.executor.outcomeOf(() => this.mcp.handle('tools/call', p, { ...ctx, signal })),
+      (signal, link) =>
+        this.executor.outcomeOf(() =>
+          this.mcp.handle('tools/call', p, {
+            ...ctx,
+            signal,
+            // Once escalated, the response carries the CreateTaskResult: progress goes to the task's
+            // statusMessage, and notifications (progress, log) are no longer sent anywhere.
+            notify: (method, params) => (link.escalated ? Promise.resolve() : ctx.notify(method, params)),
+            reportTaskProgress: (u) => link.report(u),
+          }),
+        ),
       { signal: ctx.signal, windowMs: decision.mode === 'inline_then_task' ? decision.windowMs : undefined },
     );
     switch (escalation.kind) {

@@ -7,17 +7,24 @@ import { ServiceInstance } from './service-instance.entity.js';
 export class InstancesRepository {
   constructor(@InjectRepository(ServiceInstance) private readonly repo: Repository<ServiceInstance>) {}
 
+  // Every timestamp here is the database's now(): the janitor judges heartbeats against the same clock, so
+  // an app host whose clock is off can neither look dead nor keep a dead instance looking alive.
+
   async register(row: Pick<ServiceInstance, 'id' | 'hostname' | 'pid' | 'version'>): Promise<void> {
-    const now = new Date();
-    await this.repo.insert({ ...row, startedAt: now, heartbeatAt: now, stoppedAt: null });
+    await this.repo.insert({
+      ...row,
+      startedAt: () => 'now()',
+      heartbeatAt: () => 'now()',
+      stoppedAt: null,
+    });
   }
 
   async heartbeat(id: string): Promise<void> {
-    await this.repo.update({ id, stoppedAt: IsNull() }, { heartbeatAt: new Date() });
+    await this.repo.update({ id, stoppedAt: IsNull() }, { heartbeatAt: () => 'now()' });
   }
 
   async markStopped(id: string): Promise<void> {
-    await this.repo.update({ id }, { stoppedAt: new Date() });
+    await this.repo.update({ id }, { stoppedAt: () => 'now()' });
   }
 
   async findById(id: string): Promise<ServiceInstance | null> {

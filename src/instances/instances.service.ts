@@ -13,6 +13,8 @@ const HEARTBEAT_JOB = 'instance-heartbeat';
 export class InstancesService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger(InstancesService.name);
   readonly instanceId = randomUUID();
+  /** performance.now() of the last failed database call this process noted (heartbeat, lease renewal, janitor). */
+  private lastDbErrorAt = -Infinity;
 
   constructor(
     private readonly repo: InstancesRepository,
@@ -29,12 +31,23 @@ export class InstancesService implements OnApplicationBootstrap, OnApplicationSh
     });
     const timer = setInterval(() => {
       this.repo.heartbeat(this.instanceId).catch((err: unknown) => {
+        this.noteDbError();
         this.logger.warn(`heartbeat failed: ${err instanceof Error ? err.message : String(err)}`);
       });
     }, this.config.INSTANCE_HEARTBEAT_MS);
     timer.unref();
     this.scheduler.addInterval(HEARTBEAT_JOB, timer);
     this.logger.log(`instance ${this.instanceId} registered`);
+  }
+
+  /** A database call of this instance failed (an outage, a failover, a partition). */
+  noteDbError(): void {
+    this.lastDbErrorAt = performance.now();
+  }
+
+  /** Milliseconds since the last noted database failure (Infinity when none), on the monotonic clock. */
+  msSinceDbError(): number {
+    return performance.now() - this.lastDbErrorAt;
   }
 
   async onApplicationShutdown(): Promise<void> {

@@ -27,6 +27,14 @@ export interface JanitorReport {
  * 3. instance_gone: live tasks held by a stopped or silent instance → failed "worker lost";
  * 4. delete: finished tasks past created + ttl + TASK_EXPIRED_GRACE_MS → deleted.
  * Every step is idempotent: rows are claimed with FOR UPDATE SKIP LOCKED and re-checked in SQL.
+ *
+ * Outage grace: during a database outage no instance can renew its leases or heartbeat, so right after it
+ * every lease and heartbeat looks lapsed although the workers are alive. Steps 2 and 3 therefore wait until
+ * this instance has gone one full TASK_LEASE_MS without a failed database call (its own heartbeat, lease
+ * renewal or janitor batch): by then every live instance has had three renewal rounds to renew, and only
+ * the leases of the really dead are still lapsed. Expiry and deletion are not postponed (they judge created
+ * + ttl, which an outage does not change). The cost: a worker that died during the outage is declared lost
+ * one lease period later.
  * At startup each instance also fails the tasks left running by stopped or silent instances (its own
  * previous incarnations included) without waiting for their leases.
  */
@@ -37,6 +45,7 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
   private readonly rowsTotal: Counter<'action'>;
   private readonly duration: Histogram;
   private readonly lastSuccess: Gauge;
+  private readonly outageGraceSkips: Counter;
   private sweeping: Promise<JanitorReport> | undefined;
   private stopped = false;
 
@@ -65,6 +74,11 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
       name: 'mcp_janitor_run_duration_seconds',
       help: 'Duration of janitor runs.',
       buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 30],
+      registers,
+    });
+    this.outageGraceSkips = new Counter({
+      name: 'mcp_janitor_outage_grace_skips_total',
+      help: 'Worker-lost steps the janitor postponed because this instance saw a database failure less than TASK_LEASE_MS ago.',
       registers,
     });
     this.lastSuccess = new Gauge({
@@ -130,8 +144,13 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
       selfInstanceId: this.instances.instanceId,
       staleInstanceMs: this.staleInstanceMs(),
     };
+    const inOutageGrace = this.instances.msSinceDbError() < this.config.TASK_LEASE_MS;
     try {
       for (const step of ['expire', 'lease_lapsed', 'instance_gone', 'delete'] as const) {
+        if (inOutageGrace && (step === 'lease_lapsed' || step === 'instance_gone')) {
+          this.outageGraceSkips.inc();
+          continue;
+        }
         for (let i = 0; i < MAX_BATCHES_PER_STEP && !this.stopped; i++) {
           const batch = await this.repo.janitorBatch(step, opts);
           if (batch === null) {
@@ -144,6 +163,7 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
         }
       }
     } catch (err) {
+      this.instances.noteDbError();
       this.runs.inc({ result: 'error' });
       throw err;
     }

@@ -165,6 +165,7 @@ export class McpMethodsService {
       input: ctx.input,
       closeSseStream: ctx.closeSseStream,
       progress: async (u) => {
+        ctx.reportTaskProgress?.(u);
         if (ctx.progressToken === undefined) return;
         await ctx.notify('notifications/progress', { progressToken: ctx.progressToken, ...u });
       },

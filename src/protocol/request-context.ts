@@ -1,6 +1,6 @@
 import type { Principal } from '../principals/principal.js';
 import type { McpSession } from '../sessions/session.entity.js';
-import type { InputApi, LoggingLevel } from '../tool-dispatch/tool-context.js';
+import type { InputApi, LoggingLevel, ProgressUpdate } from '../tool-dispatch/tool-context.js';
 import type { JsonRpcId } from './json-rpc.js';
 
 export type Era = 'legacy' | 'modern';
@@ -24,6 +24,11 @@ export interface RequestContext {
   input: InputApi;
   /** Handshake era: drops the response connection while its stream lives on (see ToolContext). */
   closeSseStream?: () => Promise<void>;
+  /**
+   * Set when the call runs as a task (or may become one): every progress update is also handed here, so the
+   * task's statusMessage follows it. Must not throw or wait.
+   */
+  reportTaskProgress?: (update: ProgressUpdate) => void;
   /** Modern era: answers gathered so far (MRTR), for the handler's input API. */
   answers?: Record<string, unknown>;
 }

@@ -7,9 +7,10 @@ import { SessionsRepository } from './sessions.repository.js';
 import { SessionsService } from './sessions.service.js';
 import { SseEvent } from './sse-event.entity.js';
 import { SseEventsRepository } from './sse-events.repository.js';
+import { SseStream } from './sse-stream.entity.js';
 
 @Module({
-  imports: [TypeOrmModule.forFeature([McpSession, SseEvent, ClientResponse])],
+  imports: [TypeOrmModule.forFeature([McpSession, SseEvent, SseStream, ClientResponse])],
   providers: [SessionsRepository, SseEventsRepository, ClientResponsesRepository, SessionsService],
   exports: [SessionsService, SseEventsRepository, ClientResponsesRepository],
 })

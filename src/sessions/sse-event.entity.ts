@@ -1,21 +1,21 @@
-import { Column, Entity, Index, PrimaryGeneratedColumn } from 'typeorm';
+import { Column, Entity, Index, PrimaryColumn } from 'typeorm';
 
 /**
  * The SSE event log that makes streams resumable from any instance: every event sent on a session's
- * streams, in global order (`seq`), with the stream it belongs to. Retention is bounded per stream.
+ * streams, numbered per stream (`seq`, gap-free in commit order, see SseStream). Retention is bounded per
+ * stream.
  */
 @Entity({ name: 'mcp_sse_event' })
-@Index('mcp_sse_event_stream_idx', ['sessionId', 'streamId', 'seq'])
 @Index('mcp_sse_event_created_idx', ['createdAt'])
 export class SseEvent {
-  @PrimaryGeneratedColumn({ type: 'bigint' })
-  seq: string;
-
-  @Column({ type: 'text' })
+  @PrimaryColumn({ type: 'text' })
   sessionId: string;
 
-  @Column({ type: 'text' })
+  @PrimaryColumn({ type: 'text' })
   streamId: string;
+
+  @PrimaryColumn({ type: 'bigint' })
+  seq: string;
 
   /** The JSON-RPC message; null for the marker that closes a request stream. */
   @Column({ type: 'jsonb', nullable: true })

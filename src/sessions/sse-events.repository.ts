@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import type { Repository } from 'typeorm';
+import type { EntityManager, Repository } from 'typeorm';
 import { SseEvent } from './sse-event.entity.js';
 
 export interface LoggedEvent {
@@ -13,14 +13,27 @@ export interface LoggedEvent {
 export class SseEventsRepository {
   constructor(@InjectRepository(SseEvent) private readonly repo: Repository<SseEvent>) {}
 
+  /**
+   * Logs one event and returns its seq: the stream's counter bumped in the same statement, so the counter
+   * row stays locked until the event commits and the next event of the stream gets the next number only
+   * after that. Given a transaction's manager, the event commits (and is numbered) with that transaction.
+   */
   async append(
     sessionId: string,
     streamId: string,
     payload: Record<string, unknown> | null,
     final = false,
+    manager?: EntityManager,
   ): Promise<string> {
-    const rows = await this.repo.query<{ seq: string }[]>(
-      'INSERT INTO mcp_sse_event (session_id, stream_id, payload, final) VALUES ($1, $2, $3, $4) RETURNING seq',
+    const runner = manager ?? this.repo.manager;
+    const rows = await runner.query<{ seq: string }[]>(
+      `WITH counter AS (
+         INSERT INTO mcp_sse_stream (session_id, stream_id, last_seq) VALUES ($1, $2, 1)
+         ON CONFLICT (session_id, stream_id) DO UPDATE SET last_seq = mcp_sse_stream.last_seq + 1
+         RETURNING last_seq)
+       INSERT INTO mcp_sse_event (session_id, stream_id, seq, payload, final)
+       SELECT $1, $2, counter.last_seq, $3, $4 FROM counter
+       RETURNING seq`,
       [sessionId, streamId, payload === null ? null : JSON.stringify(payload), final],
     );
     return String(rows[0].seq);
@@ -77,8 +90,12 @@ export class SseEventsRepository {
     return res.affected ?? 0;
   }
 
+  /** Deletes the events and the stream counters of sessions that are gone for good. */
   async deleteForSessions(ids: string[]): Promise<void> {
     if (ids.length === 0) return;
     await this.repo.createQueryBuilder().delete().where('session_id IN (:...ids)', { ids }).execute();
+    // Counters outlive their events otherwise (a resumed stream must keep numbering upwards), so they go
+    // only with the session.
+    await this.repo.query('DELETE FROM mcp_sse_stream WHERE session_id = ANY($1::text[])', [ids]);
   }
 }

@@ -20,6 +20,8 @@ export class TaskMetrics {
   private readonly duration: Histogram<'tool' | 'status'>;
   private readonly stale: Counter<'tool'>;
   private readonly rescues: Counter<'tool' | 'outcome'>;
+  private readonly writeFailures: Counter<'op'>;
+  private readonly writeRetries: Counter<'op'>;
 
   constructor(metrics: MetricsService, repo: TasksRepository) {
     const registers = [metrics.registry];
@@ -54,6 +56,18 @@ export class TaskMetrics {
       labelNames: ['tool', 'outcome'] as const,
       registers,
     });
+    this.writeFailures = new Counter({
+      name: 'mcp_task_write_failures_total',
+      help: 'Final worker writes (complete, fail, park) that could not be written after their retries; the task then fails "worker lost".',
+      labelNames: ['op'] as const,
+      registers,
+    });
+    this.writeRetries = new Counter({
+      name: 'mcp_task_write_retries_total',
+      help: 'Extra attempts final worker writes needed before they landed, by op.',
+      labelNames: ['op'] as const,
+      registers,
+    });
     const logger = this.logger;
     new Gauge({
       name: 'mcp_tasks_active',
@@ -85,6 +99,15 @@ export class TaskMetrics {
 
   staleWrite(tool: string): void {
     this.stale.inc({ tool });
+  }
+
+  writeFailed(op: string): void {
+    this.writeFailures.inc({ op });
+  }
+
+  /** A write that landed on attempt `attempts` (> 1). */
+  writeRetried(op: string, attempts: number): void {
+    this.writeRetries.inc({ op }, attempts - 1);
   }
 
   rescued(tool: string, outcome: RescueOutcome): void {

@@ -13,32 +13,55 @@ import { InstancesService } from '../instances/instances.service.js';
 import { LifecycleService } from '../lifecycle/lifecycle.service.js';
 import { isTerminal, isTaskStatus } from './task-state.js';
 import { TaskMetrics } from './task-metrics.service.js';
+import { ProgressThrottle, progressMessage } from './progress-throttle.js';
 import {
   TASK_WORK_EXECUTOR,
+  type ProgressReport,
   type TaskErrorPayload,
   type TaskExecutionContext,
   type TaskOutcome,
   type TaskSnapshot,
   type TaskWorkExecutor,
 } from './task.types.js';
+import { TaskError, TaskErrorCode } from './tasks.errors.js';
 import {
   TASK_CHANNEL,
   TasksRepository,
+  type ParkResult,
   type WorkerFence,
   type WorkerWriteResult,
 } from './tasks.repository.js';
 
+/** One run of a task on this instance: a task id at one generation (a resume is a new run). */
 interface RunningTask {
   fence: WorkerFence;
   toolName: string;
   createdAt: Date;
   controller: AbortController;
+  /** Progress → statusMessage, at most one write per TASK_PROGRESS_WRITE_MS. */
+  progress: ProgressThrottle;
+  /**
+   * Until when (performance.now() time) the lease is surely held: the send time of the last renewal that
+   * renewed it plus TASK_LEASE_MS. PostgreSQL computed that lease as its now() + TASK_LEASE_MS, and its now()
+   * is no earlier than our send time, so this never overestimates and never reads a wall clock.
+   */
+  leaseHeldUntil: number;
   /** Set when shutdown took the task over: the worker's own late outcome is then ignored. */
   shutdown: boolean;
+  /** A renewal found the task is no longer this run's: it was aborted and dropped from the table at once. */
+  lost: boolean;
   /** The work has returned; what is left is recording its outcome, so there is nothing to abort. */
   settled: boolean;
   done: Promise<void>;
 }
+
+/** Backoff of a fenced final write that failed (lock_timeout, reset connection, failover). */
+const WRITE_RETRY_BASE_MS = 100;
+const WRITE_RETRY_CAP_MS = 2000;
+/** A hard bound on attempts besides the lease, in case the lease keeps being renewed. */
+const WRITE_RETRY_MAX_ATTEMPTS = 30;
+
+export type WriteOp = 'complete' | 'fail' | 'park';
 
 export const SHUTDOWN_ERROR: TaskErrorPayload = { code: -32603, message: 'server shutting down' };
 const SHUTDOWN_STATUS = 'server shutting down: the task was interrupted';
@@ -93,7 +116,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     this.offBus = this.bus.subscribe(TASK_CHANNEL, (payload) => this.onChange(payload));
     this.offResync = this.bus.onResync(() => void this.renewLeases());
     this.lifecycle.onDrain(() => {
-      this.drainStartedAt = Date.now();
+      this.drainStartedAt = performance.now();
     });
     this.leaseTimer = setInterval(
       () => void this.renewLeases(),
@@ -128,6 +151,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     const executor = this.executor;
     const controller = new AbortController();
     const fence = this.fenceOf(task);
+    let report: (u: ProgressReport) => void = () => undefined;
     const ctx: TaskExecutionContext = {
       signal: controller.signal,
       answers: task.inputResponses,
@@ -138,33 +162,48 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
         if (!r.applied) this.metrics.staleWrite(task.toolName);
         return r.applied;
       },
+      reportProgress: (u) => report(u),
     };
     const outcome = executor
       ? Promise.resolve().then(() => executor.execute(task, ctx))
       : Promise.reject(new Error('no TaskWorkExecutor is configured'));
-    this.launch(task, controller, outcome);
+    report = this.launch(task, controller, outcome);
   }
 
   /**
    * Takes over work that is already running (the extension era's inline window ran out): from now on its
-   * outcome is recorded on the task, cancellation aborts `controller`, and its lease is renewed.
+   * outcome is recorded on the task, cancellation aborts `controller`, and its lease is renewed. Returns
+   * where the work's progress goes from now on (the task's statusMessage), since the request that started
+   * it has been answered.
    */
-  adopt(task: TaskSnapshot, controller: AbortController, outcome: Promise<TaskOutcome>): void {
-    this.launch(task, controller, outcome);
+  adopt(
+    task: TaskSnapshot,
+    controller: AbortController,
+    outcome: Promise<TaskOutcome>,
+  ): (u: ProgressReport) => void {
+    return this.launch(task, controller, outcome);
   }
 
-  /** Aborts the local worker of a task, if any (cancellation on this instance does not wait for the bus). */
+  /**
+   * Aborts the local run of a task, if any, whatever its generation (cancellation and expiry end the task
+   * itself; on this instance they do not wait for the bus).
+   */
   abortLocal(taskId: string, reason: string): boolean {
     const entry = this.running.get(taskId);
-    if (!entry || entry.settled) return false;
+    if (!entry) return false;
+    return this.abortRun(entry, reason);
+  }
+
+  private abortRun(entry: RunningTask, reason: string): boolean {
+    if (entry.settled) return false;
     if (!entry.controller.signal.aborted) entry.controller.abort(new Error(reason));
     return true;
   }
 
   async beforeApplicationShutdown(): Promise<void> {
     clearInterval(this.leaseTimer);
-    const graceEnd = (this.drainStartedAt ?? Date.now()) + this.config.SHUTDOWN_GRACE_MS;
-    const wait = this.drainStartedAt === undefined ? 0 : Math.max(0, graceEnd - Date.now());
+    const graceEnd = (this.drainStartedAt ?? performance.now()) + this.config.SHUTDOWN_GRACE_MS;
+    const wait = this.drainStartedAt === undefined ? 0 : Math.max(0, graceEnd - performance.now());
     if (this.running.size > 0 && wait > 0) {
       await Promise.race([Promise.allSettled([...this.running.values()].map((r) => r.done)), sleep(wait)]);
     }
@@ -192,20 +231,38 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     return { taskId: task.id, generation: task.generation, instanceId: this.instances.instanceId };
   }
 
-  private launch(task: TaskSnapshot, controller: AbortController, outcome: Promise<TaskOutcome>): void {
+  private launch(
+    task: TaskSnapshot,
+    controller: AbortController,
+    outcome: Promise<TaskOutcome>,
+  ): (u: ProgressReport) => void {
+    const fence = this.fenceOf(task);
     const entry: RunningTask = {
-      fence: this.fenceOf(task),
+      fence,
       toolName: task.toolName,
       createdAt: task.createdAt,
       controller,
+      progress: new ProgressThrottle(
+        async (message) => {
+          await this.repo.setProgressMessage(fence, message);
+        },
+        this.config.TASK_PROGRESS_WRITE_MS,
+        (err) => this.logger.debug?.(`progress of task ${task.id} not written: ${describe(err)}`),
+      ),
+      // The lease was just granted (creation or resume) by the database, before this call.
+      leaseHeldUntil: performance.now() + this.config.TASK_LEASE_MS * 0.9,
       shutdown: false,
+      lost: false,
       settled: false,
       done: Promise.resolve(),
+    };
+    const report = (u: ProgressReport): void => {
+      if (!entry.settled && !entry.lost) entry.progress.report(progressMessage(u));
     };
     if (task.instanceId !== this.instances.instanceId) {
       this.logger.error(`task ${task.id} is not leased to this instance; not running it`);
       controller.abort(new Error('task not leased to this instance'));
-      return;
+      return () => undefined;
     }
     this.running.get(task.id)?.controller.abort(new Error('superseded by a newer run'));
     this.running.set(task.id, entry);
@@ -220,6 +277,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
       .finally(() => {
         if (this.running.get(task.id) === entry) this.running.delete(task.id);
       });
+    return report;
   }
 
   private async record(
@@ -227,40 +285,99 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     settled: { ok: true; outcome: TaskOutcome } | { ok: false; error: unknown },
   ): Promise<void> {
     entry.settled = true;
-    if (entry.shutdown) return;
+    await entry.progress.stop();
+    if (entry.shutdown || entry.lost) return;
     let outcome: TaskOutcome;
     if (settled.ok) {
       outcome = settled.outcome;
+    } else if (entry.controller.signal.aborted) {
+      // A worker that throws after being aborted is acknowledging the abort. Usually the task is no longer
+      // this run's (cancelled, expired, superseded) and the fenced write below is dropped; if it still is
+      // (an abort with no change behind it), the task fails now instead of waiting for its lease to lapse.
+      const reason: unknown = entry.controller.signal.reason;
+      outcome = {
+        kind: 'failed',
+        error: { code: -32603, message: `Task aborted: ${describe(reason)}` },
+      };
     } else {
-      // A worker that throws after being aborted is acknowledging the abort: its task is no longer its own.
-      if (entry.controller.signal.aborted) return;
       this.logger.warn(`task ${entry.fence.taskId} (${entry.toolName}) threw: ${describe(settled.error)}`);
       outcome = { kind: 'failed', error: errorPayload(settled.error) };
     }
-    let result: WorkerWriteResult | Awaited<ReturnType<TasksRepository['parkForInput']>>;
+    const aborted = entry.controller.signal.aborted && !settled.ok;
+    let result: WorkerWriteResult | ParkResult | null;
     switch (outcome.kind) {
-      case 'completed':
-        result = await this.repo.completeIfCurrent(entry.fence, outcome.result);
-        if (result.applied) this.metrics.taskFinished(entry, 'completed');
+      case 'completed': {
+        const r = outcome.result;
+        result = await this.writeWithRetry(entry, 'complete', () =>
+          this.repo.completeIfCurrent(entry.fence, r),
+        );
+        if (result?.applied) this.metrics.taskFinished(entry, 'completed');
         break;
-      case 'failed':
-        result = await this.repo.failIfCurrent(entry.fence, outcome.error);
-        if (result.applied) this.metrics.taskFinished(entry, 'failed');
+      }
+      case 'failed': {
+        const e = outcome.error;
+        result = await this.writeWithRetry(entry, 'fail', () => this.repo.failIfCurrent(entry.fence, e));
+        if (result?.applied) this.metrics.taskFinished(entry, 'failed');
         break;
-      case 'input_required':
-        result = await this.repo.parkForInput(entry.fence, outcome.requests, outcome.handlerState, {
-          maxRounds: this.config.TASK_MAX_INPUT_ROUNDS,
-          maxKeys: this.config.TASK_MAX_INPUT_KEYS,
-          maxStateBytes: this.config.TASK_MAX_HANDLER_STATE_BYTES,
-        });
-        if (result.applied && result.limitBroken) this.metrics.taskFinished(entry, 'failed');
+      }
+      case 'input_required': {
+        const { requests, handlerState } = outcome;
+        result = await this.writeWithRetry(entry, 'park', () =>
+          this.repo.parkForInput(entry.fence, requests, handlerState, {
+            maxRounds: this.config.TASK_MAX_INPUT_ROUNDS,
+            maxKeys: this.config.TASK_MAX_INPUT_KEYS,
+            maxStateBytes: this.config.TASK_MAX_HANDLER_STATE_BYTES,
+          }),
+        );
+        if (result?.applied && result.limitBroken) this.metrics.taskFinished(entry, 'failed');
         break;
+      }
     }
-    if (!result.applied) {
-      this.metrics.staleWrite(entry.toolName);
+    if (result && !result.applied) {
+      if (result.reason === 'expired') this.metrics.taskFinished(entry, 'expired');
+      // An aborted run losing its task is the expected end of a cancel, not a stale write.
+      else if (!aborted) this.metrics.staleWrite(entry.toolName);
       this.logger.debug?.(
         `dropped a late ${outcome.kind} write for task ${entry.fence.taskId} (${result.reason})`,
       );
+    }
+  }
+
+  /**
+   * A fenced final write, retried with jittered exponential backoff while it fails for a reason the next
+   * attempt may not have (lock_timeout behind another transaction, a reset connection, a failover) and the
+   * lease is still surely held (see leaseHeldUntil; renewals go on meanwhile and extend it). The fence makes
+   * every attempt safe: one that lost the task is refused, not applied twice. Null when it never landed:
+   * that is logged and counted in mcp_task_write_failures_total{op}, and the janitor fails the task
+   * "worker lost" once the lease lapses.
+   */
+  private async writeWithRetry<R>(
+    entry: RunningTask,
+    op: WriteOp,
+    write: () => Promise<R>,
+  ): Promise<R | null> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const r = await write();
+        if (attempt > 1) this.metrics.writeRetried(op, attempt);
+        return r;
+      } catch (err) {
+        const retryable = !(err instanceof TaskError) || err.code === TaskErrorCode.TASK_BUSY;
+        const delay =
+          Math.min(WRITE_RETRY_CAP_MS, WRITE_RETRY_BASE_MS * 2 ** (attempt - 1)) * (0.5 + Math.random() / 2);
+        const leaseLeft = entry.leaseHeldUntil - performance.now();
+        if (!retryable || attempt >= WRITE_RETRY_MAX_ATTEMPTS || leaseLeft <= delay || entry.lost) {
+          this.metrics.writeFailed(op);
+          this.logger.error(
+            `could not write the ${op} of task ${entry.fence.taskId} after ${attempt} attempt(s): ${describe(err)}`,
+          );
+          return null;
+        }
+        this.logger.warn(
+          `writing the ${op} of task ${entry.fence.taskId} failed (attempt ${attempt}): ${describe(err)}; retrying`,
+        );
+        await sleep(delay);
+      }
     }
   }
 
@@ -271,22 +388,46 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     if (!entry) return;
     const status = payload.status;
     const generation = Number(payload.generation);
-    if ((isTaskStatus(status) && isTerminal(status)) || generation !== entry.fence.generation) {
-      this.abortLocal(id, isTaskStatus(status) ? `task ${status}` : 'task changed hands');
+    // Only a change newer than this run concerns it: a late notification of an earlier generation (say, the
+    // park before the resume that started this run) must not abort it.
+    if (!Number.isFinite(generation) || generation < entry.fence.generation) return;
+    if ((isTaskStatus(status) && isTerminal(status)) || generation > entry.fence.generation) {
+      this.abortRun(entry, isTaskStatus(status) ? `task ${status}` : 'task changed hands');
     }
   }
 
+  /**
+   * Renews the leases of the runs that are here now, and judges each run by its own generation: a run whose
+   * task is gone, at another generation, or no longer leased here is aborted and settled at once (dropped
+   * from the table; its outcome would be refused anyway), and a run started meanwhile under the same task id
+   * is left alone.
+   */
   private async renewLeases(): Promise<void> {
-    const ids = [...this.running.keys()];
-    if (ids.length === 0) return;
+    const runs = [...this.running.values()];
+    if (runs.length === 0) return;
+    const sentAt = performance.now();
     try {
-      const held = await this.repo.renewLeases(this.instances.instanceId, ids, this.config.TASK_LEASE_MS);
-      for (const id of ids) {
-        const entry = this.running.get(id);
-        if (entry && !held.has(id) && !entry.shutdown)
-          this.abortLocal(id, 'task no longer held by this instance');
+      const { held, expired } = await this.repo.renewLeases(
+        this.instances.instanceId,
+        runs.map((r) => r.fence.taskId),
+        this.config.TASK_LEASE_MS,
+      );
+      for (const t of expired) this.metrics.taskFinished(t, 'expired');
+      for (const entry of runs) {
+        if (entry.shutdown) continue;
+        const state = held.get(entry.fence.taskId);
+        if (state && state.generation === entry.fence.generation) {
+          // Settled runs too: a final write being retried needs to know the lease is still held.
+          if (state.renewed) entry.leaseHeldUntil = sentAt + this.config.TASK_LEASE_MS;
+          continue;
+        }
+        entry.lost = true;
+        if (entry.settled) continue; // its write, if still retrying, stops; the fence would refuse it
+        this.abortRun(entry, 'task no longer held by this run');
+        if (this.running.get(entry.fence.taskId) === entry) this.running.delete(entry.fence.taskId);
       }
     } catch (err) {
+      this.instances.noteDbError();
       this.logger.warn(`lease renewal failed: ${describe(err)}`);
     }
   }

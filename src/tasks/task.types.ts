@@ -86,6 +86,17 @@ export interface TaskExecutionContext {
    * dropped (the task is no longer this worker's).
    */
   setStatus(status: 'working' | 'input_required', statusMessage?: string | null): Promise<boolean>;
+  /**
+   * The tool reported progress: its message becomes the task's statusMessage (rate-limited by
+   * TASK_PROGRESS_WRITE_MS, published to subscribers). Never throws and never waits.
+   */
+  reportProgress(update: ProgressReport): void;
+}
+
+export interface ProgressReport {
+  progress: number;
+  total?: number;
+  message?: string;
 }
 
 /**

@@ -61,21 +61,47 @@ export interface WorkerFence {
   instanceId: string;
 }
 
+/**
+ * Why a fenced worker write did not apply. `expired`: the task was past created + ttl (by the database
+ * clock) when the write came, so the write expired it instead (failed "Task expired").
+ */
+export type WorkerWriteRefusal = 'gone' | 'not_current' | 'expired';
+
 export type WorkerWriteResult =
   | { applied: true; task: TaskSnapshot; previous: TaskStatus }
-  | { applied: false; reason: 'gone' | 'not_current'; task: TaskSnapshot | null };
+  | { applied: false; reason: WorkerWriteRefusal; task: TaskSnapshot | null };
 
 export type ParkResult =
   | { applied: true; task: TaskSnapshot; limitBroken: string | null }
-  | { applied: false; reason: 'gone' | 'not_current'; task: TaskSnapshot | null };
+  | { applied: false; reason: WorkerWriteRefusal; task: TaskSnapshot | null };
 
 export interface CancelResult {
   applied: boolean;
   task: TaskSnapshot;
+  /** The write found the task past created + ttl and expired it instead (it is now failed "Task expired"). */
+  expired?: boolean;
+}
+
+/** A task read together with the database clock, so callers never compare app time with database time. */
+export interface ClockedTask {
+  task: TaskSnapshot;
+  /** Live and past created + ttl by the database clock: the next locked write expires it. */
+  due: boolean;
+  /** Milliseconds from the database's now() to expires_at (negative once due). */
+  msUntilExpiry: number;
+}
+
+/** What one lease renewal found for a run of this instance. */
+export interface LeaseState {
+  generation: number;
+  /** False when the row was locked by another transaction: still held, renewed on the next round. */
+  renewed: boolean;
 }
 
 export interface MergeResult {
   task: TaskSnapshot;
+  /** The task was past created + ttl: the answers were refused and the task expired on the spot. */
+  expired?: boolean;
   accepted: string[];
   ignored: string[];
   /** True when the last outstanding answer arrived: the task is working again, leased to the merger. */
@@ -253,6 +279,22 @@ export class TasksRepository {
     return e ? entityToSnapshot(e) : null;
   }
 
+  /** The owner's task and where it stands against the database clock (never the app clock). */
+  async findOwnedClocked(ownerId: string, id: string): Promise<ClockedTask | null> {
+    const rows = await this.dataSource.query<Row[]>(
+      `SELECT *, (status IN ${LIVE_SQL} AND expires_at <= now()) AS due_now,
+              (extract(epoch FROM (expires_at - now())) * 1000)::float8 AS ms_until_expiry
+       FROM task WHERE id = $1 AND owner_id = $2`,
+      [id, ownerId],
+    );
+    if (rows.length === 0) return null;
+    return {
+      task: rowToSnapshot(rows[0]),
+      due: rows[0].due_now === true,
+      msUntilExpiry: toNumber(rows[0].ms_until_expiry),
+    };
+  }
+
   /** Newest first, keyset-paginated on (created_at, id): stable while other tasks are inserted. */
   async listOwned(ownerId: string, after: ListPosition | null, limit: number): Promise<TaskSnapshot[]> {
     const params: unknown[] = [ownerId, limit];
@@ -300,6 +342,8 @@ export class TasksRepository {
       const row = await this.lock(m, id, ownerId);
       if (!row) return null;
       const current = entityToSnapshot(row);
+      const expired = await this.expireLockedIfDue(m, current);
+      if (expired) return { applied: false, task: expired, expired: true };
       if (!isLive(current.status)) return { applied: false, task: current };
       const task = await this.transition(m, current, 'cancelled', { statusMessage: message }, true);
       return { applied: true, task };
@@ -312,16 +356,8 @@ export class TasksRepository {
       const row = await this.lock(m, id, ownerId);
       if (!row) return null;
       const current = entityToSnapshot(row);
-      const [{ due }] = await m.query<Row[]>('SELECT $1::timestamptz <= now() AS due', [current.expiresAt]);
-      if (!isLive(current.status) || due !== true) return { applied: false, task: current };
-      const task = await this.transition(
-        m,
-        current,
-        'failed',
-        { statusMessage: 'Task expired', error: EXPIRED },
-        true,
-      );
-      return { applied: true, task };
+      const task = await this.expireLockedIfDue(m, current);
+      return task ? { applied: true, task, expired: true } : { applied: false, task: current };
     });
   }
 
@@ -342,6 +378,9 @@ export class TasksRepository {
       if (!row) return null;
       const current = entityToSnapshot(row);
       const keys = Object.keys(responses);
+      // Input after created + ttl must not revive the task, swept or not: it expires here instead.
+      const expired = await this.expireLockedIfDue(m, current);
+      if (expired) return { task: expired, accepted: [], ignored: keys, resumed: false, expired: true };
       const outstanding = current.inputRequests;
       if (current.status !== 'input_required' || Object.keys(outstanding).length === 0) {
         return { task: current, accepted: [], ignored: keys, resumed: false };
@@ -415,6 +454,8 @@ export class TasksRepository {
       if (!row) return { applied: false, reason: 'gone', task: null };
       const current = entityToSnapshot(row);
       if (!this.isCurrent(current, fence)) return { applied: false, reason: 'not_current', task: current };
+      const expired = await this.expireLockedIfDue(m, current);
+      if (expired) return { applied: false, reason: 'expired', task: expired };
       const broken = checkInputRound(current, requests, handlerState, limits);
       if (broken) {
         const task = await this.transition(
@@ -450,21 +491,66 @@ export class TasksRepository {
   }
 
   /**
-   * One batched UPDATE extending the leases of the tasks this instance runs. Returns the ids still held;
-   * an id missing from the answer is no longer this worker's (cancelled, expired, rescued) and is aborted.
+   * Progress of a running task: the latest message becomes its statusMessage (status unchanged), and the
+   * change is published so subscribers re-read it. Fenced like every worker write.
    */
-  async renewLeases(instanceId: string, ids: readonly string[], leaseMs: number): Promise<Set<string>> {
-    if (ids.length === 0) return new Set();
+  async setProgressMessage(fence: WorkerFence, statusMessage: string): Promise<WorkerWriteResult> {
     return this.tx(async (m) => {
-      const rows = returned(
-        await m.query(
-          `UPDATE task SET lease_expires_at = now() + $3::int * interval '1 millisecond'
-         WHERE instance_id = $1 AND id = ANY($2::text[]) AND status IN ${LIVE_SQL}
-         RETURNING id`,
-          [instanceId, [...ids], leaseMs],
-        ),
+      const row = await this.lock(m, fence.taskId, null);
+      if (!row) return { applied: false, reason: 'gone', task: null };
+      const current = entityToSnapshot(row);
+      if (!this.isCurrent(current, fence)) return { applied: false, reason: 'not_current', task: current };
+      const expired = await this.expireLockedIfDue(m, current);
+      if (expired) return { applied: false, reason: 'expired', task: expired };
+      // While a handshake-era worker waits for an answer, its input_required message stays.
+      if (current.status !== 'working' || current.statusMessage === statusMessage) {
+        return { applied: true, task: current, previous: current.status };
+      }
+      const task = await this.write(m, current, { statusMessage }, { kind: 'keep' });
+      await this.publish(m, task, current.status);
+      return { applied: true, task, previous: current.status };
+    });
+  }
+
+  /**
+   * One lease renewal round for the runs of this instance, judged by the database clock alone: the new
+   * lease is now() + leaseMs, computed by PostgreSQL. Returns the generation each still-held task is at
+   * (a run whose generation differs lost its task); an id missing from the answer is no longer this
+   * instance's (cancelled, expired, rescued). Runs past created + ttl are expired here on the spot. A row
+   * locked by another transaction is skipped (SKIP LOCKED) and reported held but not renewed, so one busy
+   * row can neither stall the whole batch behind lock_timeout nor be mistaken for a lost lease.
+   */
+  async renewLeases(
+    instanceId: string,
+    ids: readonly string[],
+    leaseMs: number,
+  ): Promise<{ held: Map<string, LeaseState>; expired: SweptTask[] }> {
+    if (ids.length === 0) return { held: new Map(), expired: [] };
+    return this.tx(async (m) => {
+      const expired = await this.failRows(
+        m,
+        `SELECT id, status AS prev FROM task WHERE instance_id = $1 AND id = ANY($2::text[])
+           AND status IN ${LIVE_SQL} AND expires_at <= now() FOR UPDATE SKIP LOCKED`,
+        [instanceId, [...ids]],
+        EXPIRED,
       );
-      return new Set(rows.map((r) => r.id as string));
+      const rows = await m.query<Row[]>(
+        `WITH mine AS (
+           SELECT id, generation FROM task
+           WHERE instance_id = $1 AND id = ANY($2::text[]) AND status IN ${LIVE_SQL} AND expires_at > now()),
+         renewed AS (
+           UPDATE task SET lease_expires_at = now() + $3::int * interval '1 millisecond'
+           WHERE id IN (SELECT t.id FROM task t JOIN mine USING (id) FOR UPDATE OF t SKIP LOCKED)
+           RETURNING id)
+         SELECT mine.id, mine.generation, renewed.id IS NOT NULL AS renewed
+         FROM mine LEFT JOIN renewed USING (id)`,
+        [instanceId, [...ids], leaseMs],
+      );
+      const held = new Map<string, LeaseState>();
+      for (const r of rows) {
+        held.set(r.id as string, { generation: toNumber(r.generation), renewed: r.renewed === true });
+      }
+      return { held, expired };
     });
   }
 
@@ -546,6 +632,16 @@ export class TasksRepository {
         error = { code: -32603, message: WORKER_LOST_MESSAGE };
         break;
     }
+    return this.failRows(m, select, params, error);
+  }
+
+  /** Fails the live rows `select` claims (id, prev), bumping their generation, and publishes each change. */
+  private async failRows(
+    m: EntityManager,
+    select: string,
+    params: unknown[],
+    error: TaskErrorPayload,
+  ): Promise<SweptTask[]> {
     const rows = returned(
       await m.query(
         `WITH due AS MATERIALIZED (${select})
@@ -596,6 +692,18 @@ export class TasksRepository {
     return isLive(t.status) && t.generation === fence.generation && t.instanceId === fence.instanceId;
   }
 
+  /**
+   * Inside a write's transaction, with the row locked: a live task past created + ttl by the database clock
+   * is failed "Task expired" (as the janitor would) and returned; null when it is not due. Every write path
+   * calls this first, so no write can act on (or revive) a task whose ttl has run out but was not swept yet.
+   */
+  private async expireLockedIfDue(m: EntityManager, current: TaskSnapshot): Promise<TaskSnapshot | null> {
+    if (!isLive(current.status)) return null;
+    const [{ due }] = await m.query<Row[]>('SELECT $1::timestamptz <= now() AS due', [current.expiresAt]);
+    if (due !== true) return null;
+    return this.transition(m, current, 'failed', { statusMessage: 'Task expired', error: EXPIRED }, true);
+  }
+
   private async workerWrite(
     fence: WorkerFence,
     to: TaskStatus,
@@ -606,6 +714,8 @@ export class TasksRepository {
       if (!row) return { applied: false, reason: 'gone', task: null };
       const current = entityToSnapshot(row);
       if (!this.isCurrent(current, fence)) return { applied: false, reason: 'not_current', task: current };
+      const expired = await this.expireLockedIfDue(m, current);
+      if (expired) return { applied: false, reason: 'expired', task: expired };
       if (current.status === to) {
         const task = await this.write(m, current, fields, { kind: 'keep' });
         return { applied: true, task, previous: current.status };

@@ -4,10 +4,10 @@ import { AppConfig } from '../config/app-config.js';
 import { InstancesService } from '../instances/instances.service.js';
 import { decideExecution, type CallSignals, type ExecutionDecision } from './execution-decision.js';
 import { decodeCursor, encodeCursor, isWellFormedTaskId, newTaskId } from './task-ids.js';
-import { isLive, isTerminal } from './task-state.js';
+import { isTerminal } from './task-state.js';
 import { TaskMetrics, type CreationMode } from './task-metrics.service.js';
 import { TaskRunnerService } from './task-runner.service.js';
-import type { TaskChange, TaskEra, TaskOutcome, TaskSnapshot } from './task.types.js';
+import type { ProgressReport, TaskChange, TaskEra, TaskOutcome, TaskSnapshot } from './task.types.js';
 import { TaskError, TaskErrorCode } from './tasks.errors.js';
 import { TASK_CHANNEL, TasksRepository, type MergeResult } from './tasks.repository.js';
 
@@ -46,6 +46,31 @@ export type EscalationResult =
   | { kind: 'task'; task: TaskSnapshot }
   /** The caller's request ended (client disconnect) inside the window; the work was aborted. */
   | { kind: 'aborted' };
+
+/**
+ * Where the progress of work run by runInlineThenTask goes. Before escalation the caller sends it on the
+ * request's own response; from the moment the window runs out that response belongs to the CreateTaskResult,
+ * so progress goes to the task (its statusMessage) and nothing else may be written to the response.
+ */
+export class EscalationLink {
+  /** The window ran out: the request's response is no longer the work's to write to. */
+  escalated = false;
+  private reporter: ((u: ProgressReport) => void) | null = null;
+  private pending: ProgressReport | null = null;
+
+  /** Progress from the work; kept (latest only) until the task exists, then handed to it. */
+  report(u: ProgressReport): void {
+    if (!this.escalated) return;
+    if (this.reporter) this.reporter(u);
+    else this.pending = u;
+  }
+
+  attach(reporter: (u: ProgressReport) => void): void {
+    this.reporter = reporter;
+    if (this.pending) reporter(this.pending);
+    this.pending = null;
+  }
+}
 
 /** Safety re-read while waiting, in case a notification was missed (polling stays authoritative). */
 const WAIT_SAFETY_POLL_MS = 5000;
@@ -141,13 +166,14 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
    */
   async runInlineThenTask(
     input: CreateTaskInput,
-    work: (signal: AbortSignal) => Promise<TaskOutcome>,
+    work: (signal: AbortSignal, link: EscalationLink) => Promise<TaskOutcome>,
     opts: { windowMs?: number; signal?: AbortSignal } = {},
   ): Promise<EscalationResult> {
     const controller = new AbortController();
+    const link = new EscalationLink();
     const onCallerAbort = (): void => controller.abort(new Error('request closed'));
     opts.signal?.addEventListener('abort', onCallerAbort, { once: true });
-    const running = Promise.resolve().then(() => work(controller.signal));
+    const running = Promise.resolve().then(() => work(controller.signal, link));
     // Keep a rejection from surfacing as unhandled while it is not awaited yet.
     running.catch(() => undefined);
     const windowMs = opts.windowMs ?? this.config.TASK_INLINE_WINDOW_MS;
@@ -179,6 +205,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
       return { kind: 'aborted' };
     }
     // From here the task lives on independently of the request that started it.
+    link.escalated = true;
     opts.signal?.removeEventListener('abort', onCallerAbort);
     let task: TaskSnapshot;
     try {
@@ -187,7 +214,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
       controller.abort(new Error('task creation refused'));
       throw err;
     }
-    this.runner.adopt(task, controller, running);
+    link.attach(this.runner.adopt(task, controller, running));
     return { kind: 'task', task };
   }
 
@@ -196,9 +223,9 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
    * task past created + ttl is failed "Task expired" on the spot, so no reader ever sees it live.
    */
   async get(ownerId: string, taskId: string): Promise<TaskSnapshot> {
-    const task = await this.read(ownerId, taskId);
-    if (!task) throw TaskError.notFound();
-    return task;
+    const read = await this.read(ownerId, taskId);
+    if (!read) throw TaskError.notFound();
+    return read.task;
   }
 
   /** The caller's tasks, newest first, `TASK_LIST_PAGE_SIZE` per page. A cursor this server did not make → INVALID_CURSOR. */
@@ -225,6 +252,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     if (!isWellFormedTaskId(taskId)) throw TaskError.notFound();
     const r = await this.repo.cancelIfLive(ownerId, taskId, message);
     if (!r) throw TaskError.notFound();
+    if (r.expired) this.expiredHere(r.task);
     if (!r.applied) {
       throw new TaskError(
         TaskErrorCode.TASK_TERMINAL,
@@ -256,6 +284,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
       leaseMs: this.config.TASK_LEASE_MS,
     });
     if (!r) throw TaskError.notFound();
+    if (r.expired) this.expiredHere(r.task);
     if (r.resumed) this.runner.start(r.task);
     return r;
   }
@@ -270,11 +299,12 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     taskId: string,
     opts: { timeoutMs?: number; signal?: AbortSignal } = {},
   ): Promise<WaitOutcome> {
-    const deadline = Date.now() + (opts.timeoutMs ?? this.config.TASK_RESULT_TIMEOUT_MS);
+    // A local timeout, measured on the monotonic clock (a wall-clock step must not end or stretch it).
+    const deadline = performance.now() + (opts.timeoutMs ?? this.config.TASK_RESULT_TIMEOUT_MS);
     let last = await this.get(ownerId, taskId);
     for (;;) {
       if (isTerminal(last.status)) return { kind: 'terminal', task: last };
-      const remaining = deadline - Date.now();
+      const remaining = deadline - performance.now();
       if (remaining <= 0) return { kind: 'timeout', task: last };
       if (opts.signal?.aborted) return { kind: 'aborted', task: last };
       const woken = this.arm(taskId);
@@ -282,16 +312,17 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
         // Re-read after arming, so a change committed in between is not missed.
         const now = await this.read(ownerId, taskId);
         if (!now) return { kind: 'gone' };
-        last = now;
+        last = now.task;
         if (isTerminal(last.status)) return { kind: 'terminal', task: last };
-        const untilExpiry = Math.max(0, last.expiresAt.getTime() - Date.now() + 10);
+        // Time to expiry as the database sees it: the app clock may be skewed.
+        const untilExpiry = Math.max(0, now.msUntilExpiry + 10);
         await woken.wait(Math.min(remaining, WAIT_SAFETY_POLL_MS, untilExpiry), opts.signal);
       } finally {
         woken.disarm();
       }
       const next = await this.read(ownerId, taskId);
       if (!next) return { kind: 'gone' };
-      last = next;
+      last = next.task;
     }
   }
 
@@ -317,16 +348,23 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     return this.repo.ownedIds(ownerId, taskIds.filter(isWellFormedTaskId));
   }
 
-  private async read(ownerId: string, taskId: string): Promise<TaskSnapshot | null> {
+  /** The task as the database clock sees it: a live task past created + ttl is expired on the spot. */
+  private async read(
+    ownerId: string,
+    taskId: string,
+  ): Promise<{ task: TaskSnapshot; msUntilExpiry: number } | null> {
     if (!isWellFormedTaskId(taskId)) return null;
-    const task = await this.repo.findOwned(ownerId, taskId);
-    if (!task || !isLive(task.status) || task.expiresAt.getTime() > Date.now()) return task;
+    const found = await this.repo.findOwnedClocked(ownerId, taskId);
+    if (!found || !found.due) return found;
     const r = await this.repo.expireIfDue(ownerId, taskId);
-    if (r?.applied) {
-      this.metrics.taskFinished(r.task, 'expired');
-      this.runner.abortLocal(taskId, 'task expired');
-    }
-    return r ? r.task : null;
+    if (r?.applied) this.expiredHere(r.task);
+    return r ? { task: r.task, msUntilExpiry: found.msUntilExpiry } : null;
+  }
+
+  /** This instance expired the task (on a read or a write): count it and stop its local run. */
+  private expiredHere(task: TaskSnapshot): void {
+    this.metrics.taskFinished(task, 'expired');
+    this.runner.abortLocal(task.id, 'task expired');
   }
 
   private wake(taskId: string): void {

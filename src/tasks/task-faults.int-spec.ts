@@ -1,0 +1,339 @@
+import type { INestApplication } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { createTestApp } from '../../test/support/test-app.js';
+import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
+import { ControlledExecutor, metricValue, sleep, waitFor } from '../../test/support/controlled-executor.js';
+import { PgBusService } from '../bus/pg-bus.service.js';
+import { InstancesRepository } from '../instances/instances.repository.js';
+import { InstancesService } from '../instances/instances.service.js';
+import { JanitorService } from '../janitor/janitor.service.js';
+import { TaskRunnerService } from './task-runner.service.js';
+import { TaskError, TaskErrorCode } from './tasks.errors.js';
+import { TASK_CHANNEL, TasksRepository } from './tasks.repository.js';
+import { TasksService, type CreateTaskInput } from './tasks.service.js';
+
+const LOCK_TIMEOUT_MS = 200;
+const LEASE_MS = 3000;
+
+const ask = (message: string) => ({ method: 'elicitation/create', params: { message, requestedSchema: {} } });
+
+/**
+ * Faults on the task/worker path, on real PostgreSQL: writes after created + ttl, a final write stuck behind
+ * a row lock, renewals that find a run's task changed, a skewed app clock, and the janitor after a database
+ * failure. One instance with a short lock_timeout and lease, no periodic janitor (tests call it).
+ */
+describe('task faults on real PostgreSQL', () => {
+  let db: TestDatabase;
+  let app: INestApplication;
+  let tasks: TasksService;
+  let repo: TasksRepository;
+  let runner: TaskRunnerService;
+  let janitor: JanitorService;
+  let exec: ControlledExecutor;
+  let me: string;
+
+  const input = (ownerId: string, extra: Partial<CreateTaskInput> = {}): CreateTaskInput => ({
+    ownerId,
+    era: 'modern',
+    sessionId: null,
+    toolName: 'fault_tool',
+    requestParams: { name: 'fault_tool', arguments: {} },
+    ...extra,
+  });
+  const row = async (id: string) =>
+    (
+      await withClient(db.url, (c) =>
+        c.query(
+          'SELECT status, status_message, generation, instance_id, result, error FROM task WHERE id = $1',
+          [id],
+        ),
+      )
+    ).rows[0];
+  /** Puts created + ttl in the past by the database clock, as if the ttl ran out unswept. */
+  const pastTtl = (id: string) =>
+    withClient(db.url, (c) =>
+      c.query(`UPDATE task SET expires_at = now() - interval '1 millisecond' WHERE id = $1`, [id]),
+    );
+  const parkedTask = async (owner: string) => {
+    const t = await tasks.createAndStart(input(owner));
+    (await exec.run(t.id, 0)).park({ ok: ask('Go on?') });
+    await waitFor(async () => (await row(t.id)).status === 'input_required' || undefined);
+    return t;
+  };
+
+  beforeAll(async () => {
+    db = await createTestDatabase('task_faults');
+    app = await createTestApp(db.url, {
+      JANITOR_ENABLED: 'false',
+      TASK_LOCK_TIMEOUT_MS: String(LOCK_TIMEOUT_MS),
+      TASK_LEASE_MS: String(LEASE_MS),
+      TASK_PROGRESS_WRITE_MS: '0',
+    });
+    tasks = app.get(TasksService);
+    repo = app.get(TasksRepository);
+    runner = app.get(TaskRunnerService);
+    janitor = app.get(JanitorService);
+    exec = new ControlledExecutor();
+    runner.setExecutor(exec);
+    me = app.get(InstancesService).instanceId;
+  });
+  afterAll(async () => {
+    await app.close();
+    await db.drop();
+  });
+
+  describe('created + ttl ends the task on every write path', () => {
+    it('an answer to a parked task past its ttl expires it instead of resuming the tool', async () => {
+      const owner = 'owner-ttl-update';
+      const t = await parkedTask(owner);
+      await pastTtl(t.id);
+      const expiredBefore = await metricValue(app, 'mcp_tasks_finished_total', { status: 'expired' });
+      const r = await tasks.submitInput(owner, t.id, { 'r1.ok': { action: 'accept' } });
+      expect(r).toMatchObject({ resumed: false, accepted: [], ignored: ['r1.ok'], expired: true });
+      expect(await row(t.id)).toMatchObject({ status: 'failed', status_message: 'Task expired' });
+      await sleep(200);
+      expect(exec.runs.filter((x) => x.task.id === t.id)).toHaveLength(1); // never ran again
+      expect(await metricValue(app, 'mcp_tasks_finished_total', { status: 'expired' })).toBe(
+        expiredBefore + 1,
+      );
+    });
+
+    it('cancel of a task past its ttl answers as for an expired task (terminal failed)', async () => {
+      const owner = 'owner-ttl-cancel';
+      const t = await parkedTask(owner);
+      await pastTtl(t.id);
+      const err = await tasks.cancel(owner, t.id).then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(TaskError);
+      expect((err as TaskError).code).toBe(TaskErrorCode.TASK_TERMINAL);
+      expect(await row(t.id)).toMatchObject({ status: 'failed', status_message: 'Task expired' });
+    });
+
+    it('a worker completing, failing or parking past the ttl expires the task instead', async () => {
+      const owner = 'owner-ttl-worker';
+      for (const finish of ['complete', 'fail', 'park'] as const) {
+        const t = await tasks.createAndStart(input(owner));
+        const run = await exec.run(t.id, 0);
+        await pastTtl(t.id);
+        if (finish === 'complete') run.complete();
+        else if (finish === 'fail') run.fail(-32000, 'nope');
+        else run.park({ ok: ask('More?') });
+        const r = await waitFor(async () => {
+          const cur = await row(t.id);
+          return cur.status !== 'working' ? cur : undefined;
+        });
+        expect(r).toMatchObject({ status: 'failed', status_message: 'Task expired', result: null });
+      }
+    });
+
+    it('a lease renewal expires the runs past their ttl and aborts them', async () => {
+      const t = await tasks.createAndStart(input('owner-ttl-renew'));
+      const run = await exec.run(t.id, 0);
+      await pastTtl(t.id);
+      const r = await repo.renewLeases(me, [t.id], LEASE_MS);
+      expect(r.held.has(t.id)).toBe(false);
+      expect(r.expired.map((x) => x.id)).toEqual([t.id]);
+      expect(await row(t.id)).toMatchObject({ status: 'failed', status_message: 'Task expired' });
+      await waitFor(() => run.ctx.signal.aborted || undefined);
+    });
+  });
+
+  describe('a final write that fails is retried while the lease is held', () => {
+    it('holds the row lock past TASK_LOCK_TIMEOUT_MS while the worker completes: the result lands after release', async () => {
+      const t = await tasks.createAndStart(input('owner-lock'));
+      const run = await exec.run(t.id, 0);
+      const holder = new pg.Client({ connectionString: db.url });
+      await holder.connect();
+      const retriesBefore = await metricValue(app, 'mcp_task_write_retries_total', { op: 'complete' });
+      const holdMs = 5 * LOCK_TIMEOUT_MS;
+      let releasedAt = 0;
+      try {
+        await holder.query('BEGIN');
+        await holder.query('SELECT 1 FROM task WHERE id = $1 FOR UPDATE', [t.id]);
+        run.complete({ content: [{ type: 'text', text: 'kept' }] });
+        await sleep(holdMs);
+        expect((await row(t.id)).status).toBe('working');
+        await holder.query('ROLLBACK');
+        releasedAt = performance.now();
+      } finally {
+        await holder.end();
+      }
+      const done = await waitFor(async () => {
+        const cur = await row(t.id);
+        return cur.status === 'completed' ? cur : undefined;
+      }, 10000);
+      const landedAfterMs = performance.now() - releasedAt;
+      expect(done.result).toEqual({ content: [{ type: 'text', text: 'kept' }] });
+      const extra =
+        (await metricValue(app, 'mcp_task_write_retries_total', { op: 'complete' })) - retriesBefore;
+      expect(extra).toBeGreaterThan(0);
+      console.log(
+        `lock held ${holdMs} ms (lock_timeout ${LOCK_TIMEOUT_MS} ms): the result landed after ${extra + 1} attempts, ` +
+          `${Math.round(landedAfterMs)} ms after the lock was released`,
+      );
+    });
+
+    it('gives up when the lease cannot be held any longer, and counts it', async () => {
+      const t = await tasks.createAndStart(input('owner-lock-lost'));
+      const run = await exec.run(t.id, 0);
+      const holder = new pg.Client({ connectionString: db.url });
+      await holder.connect();
+      const failuresBefore = await metricValue(app, 'mcp_task_write_failures_total', { op: 'complete' });
+      try {
+        await holder.query('BEGIN');
+        await holder.query('SELECT 1 FROM task WHERE id = $1 FOR UPDATE', [t.id]);
+        run.complete();
+        // Renewals skip the locked row, so the lease is not extended: the retries stop within one lease.
+        await waitFor(
+          async () =>
+            (await metricValue(app, 'mcp_task_write_failures_total', { op: 'complete' })) > failuresBefore ||
+            undefined,
+          2 * LEASE_MS,
+        );
+      } finally {
+        await holder.query('ROLLBACK');
+        await holder.end();
+      }
+      await waitFor(() => !runner.isRunning(t.id) || undefined);
+      expect((await row(t.id)).status).toBe('working'); // left for the janitor: "worker lost" after the lease
+    });
+  });
+
+  describe('runs are judged by generation', () => {
+    it('a late notification of an earlier generation does not abort the run resumed after it', async () => {
+      const owner = 'owner-gen-bus';
+      const t = await parkedTask(owner);
+      const parked = await tasks.get(owner, t.id);
+      await tasks.submitInput(owner, t.id, { 'r1.ok': { action: 'accept' } });
+      const second = await exec.run(t.id, 1);
+      // The park's own change notification, arriving (again) after the resume.
+      await app.get(PgBusService).publish(TASK_CHANNEL, {
+        taskId: t.id,
+        ownerId: owner,
+        sessionId: null,
+        era: 'modern',
+        status: 'input_required',
+        previousStatus: 'working',
+        generation: parked.generation,
+      });
+      await sleep(300);
+      expect(second.ctx.signal.aborted).toBe(false);
+      second.complete();
+      await waitFor(async () => (await row(t.id)).status === 'completed' || undefined);
+    });
+
+    it('a renewal that finds the task at another generation aborts that run and settles it at once', async () => {
+      const t = await tasks.createAndStart(input('owner-gen-renew'));
+      const run = await exec.run(t.id, 0);
+      // The task moved on (say, resumed elsewhere) and its notification was lost: only the renewal can tell.
+      await withClient(db.url, (c) =>
+        c.query('UPDATE task SET generation = generation + 1 WHERE id = $1', [t.id]),
+      );
+      await waitFor(() => run.ctx.signal.aborted || undefined, 3 * LEASE_MS);
+      // Dropped from this instance at once, without waiting for the worker to return.
+      expect(runner.isRunning(t.id)).toBe(false);
+      expect((await row(t.id)).status).toBe('working');
+    });
+  });
+
+  describe('the database clock decides', () => {
+    const RealDate = Date;
+    function skewAppClock(offsetMs: number): () => void {
+      class SkewedDate extends RealDate {
+        constructor(...args: unknown[]) {
+          if (args.length === 0) super(RealDate.now() + offsetMs);
+          else super(...(args as [string | number]));
+        }
+        static override now(): number {
+          return RealDate.now() + offsetMs;
+        }
+      }
+      globalThis.Date = SkewedDate as DateConstructor;
+      return () => {
+        globalThis.Date = RealDate;
+      };
+    }
+
+    it('an app clock two hours fast neither expires a live task nor shortens a wait', async () => {
+      const owner = 'owner-skew-fast';
+      const t = await tasks.createAndStart(input(owner, { requestedTtlMs: 60000 }));
+      const run = await exec.run(t.id, 0);
+      const restore = skewAppClock(2 * 3600 * 1000);
+      try {
+        expect((await tasks.get(owner, t.id)).status).toBe('working');
+        const waited = await tasks.waitForTerminal(owner, t.id, { timeoutMs: 300 });
+        expect(waited.kind).toBe('timeout');
+        const renewed = await repo.renewLeases(me, [t.id], LEASE_MS);
+        expect(renewed.held.get(t.id)?.renewed).toBe(true);
+      } finally {
+        restore();
+      }
+      expect(run.ctx.signal.aborted).toBe(false);
+      run.complete();
+      await waitFor(async () => (await row(t.id)).status === 'completed' || undefined);
+    });
+
+    it('an app clock an hour slow does not make the heartbeat or the lease look stale', async () => {
+      const t = await tasks.createAndStart(input('owner-skew-slow'));
+      const run = await exec.run(t.id, 0);
+      const restore = skewAppClock(-3600 * 1000);
+      try {
+        await app.get(InstancesRepository).heartbeat(me);
+        await repo.renewLeases(me, [t.id], LEASE_MS);
+      } finally {
+        restore();
+      }
+      const [r] = (
+        await withClient(db.url, (c) =>
+          c.query(
+            `SELECT extract(epoch FROM now() - si.heartbeat_at) AS hb_age,
+                    extract(epoch FROM t.lease_expires_at - now()) AS lease_left
+             FROM service_instance si, task t WHERE si.id = $1 AND t.id = $2`,
+            [me, t.id],
+          ),
+        )
+      ).rows;
+      expect(Number(r.hb_age)).toBeLessThan(5);
+      expect(Number(r.lease_left)).toBeGreaterThan(0);
+      // The janitor, judging by the database clock, finds nothing to rescue here.
+      await janitor.runOnce();
+      expect((await row(t.id)).status).toBe('working');
+      run.complete();
+      await waitFor(async () => (await row(t.id)).status === 'completed' || undefined);
+    });
+  });
+
+  describe('after a database failure', () => {
+    it('the janitor waits one lease period before failing lapsed leases as "worker lost"', async () => {
+      // A task whose worker lives on another instance and could not renew during the outage.
+      const t = await tasks.create(input('owner-outage'));
+      await withClient(db.url, (c) =>
+        c.query(
+          `UPDATE task SET instance_id = $2, lease_expires_at = now() - interval '1 second' WHERE id = $1`,
+          [t.id, randomUUID()],
+        ),
+      );
+      // A real failure seen by this instance: its janitor's next batch hits a missing table.
+      await withClient(db.url, (c) => c.query('ALTER TABLE task RENAME TO task_away'));
+      try {
+        await expect(janitor.runOnce()).rejects.toThrow();
+      } finally {
+        await withClient(db.url, (c) => c.query('ALTER TABLE task_away RENAME TO task'));
+      }
+      const failedAt = performance.now();
+      const inGrace = await janitor.runOnce();
+      expect(inGrace.rows.lease_lapsed).toBe(0);
+      expect((await row(t.id)).status).toBe('working');
+      await sleep(Math.max(0, LEASE_MS - (performance.now() - failedAt)) + 100);
+      const after = await janitor.runOnce();
+      expect(after.rows.lease_lapsed).toBeGreaterThanOrEqual(1);
+      expect(await row(t.id)).toMatchObject({
+        status: 'failed',
+        status_message: 'worker lost: the server running this task stopped',
+      });
+    });
+  });
+});

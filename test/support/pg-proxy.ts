@@ -1,0 +1,178 @@
+import net from 'node:net';
+
+/**
+ * A TCP proxy in front of the test PostgreSQL that can misbehave like a network: refuse new connections,
+ * black-hole live ones (half-open: nothing arrives, nothing is closed) or cut them. It reads the startup
+ * message of each connection to learn its application_name, so a test can aim at one kind of connection
+ * (the LISTEN connection, say) and leave the pool alone. Plain TCP only (no SSL), as the test server is.
+ */
+export class PgProxy {
+  private readonly server: net.Server;
+  private readonly conns = new Set<ProxiedConnection>();
+  private refusing: ((app: string) => boolean) | undefined;
+  private stallOnQuery: ((app: string) => boolean) | undefined;
+  /** Every connection accepted so far, by application_name (refused ones too). */
+  readonly accepted: string[] = [];
+
+  private constructor(
+    private readonly targetHost: string,
+    private readonly targetPort: number,
+  ) {
+    this.server = net.createServer((socket) => this.accept(socket));
+  }
+
+  static async start(targetUrl: string): Promise<PgProxy> {
+    const u = new URL(targetUrl);
+    const proxy = new PgProxy(u.hostname, Number(u.port || 5432));
+    await new Promise<void>((resolve) => proxy.server.listen(0, '127.0.0.1', resolve));
+    return proxy;
+  }
+
+  /** `url` (same database, user and options) reached through this proxy. */
+  via(url: string): string {
+    const u = new URL(url);
+    u.hostname = '127.0.0.1';
+    u.port = String((this.server.address() as net.AddressInfo).port);
+    return u.toString();
+  }
+
+  /** New connections whose application_name matches are closed at once (until `refuse(undefined)`). */
+  refuse(match: ((app: string) => boolean) | undefined): void {
+    this.refusing = match;
+  }
+
+  /** Matching connections go silent at their next simple query, as if the network died under them. */
+  stallAtNextQuery(match: ((app: string) => boolean) | undefined): void {
+    this.stallOnQuery = match;
+  }
+
+  /** Black-holes the live matching connections both ways without closing them (a half-open link). */
+  blackHole(match: (app: string) => boolean): number {
+    let n = 0;
+    for (const c of this.conns) {
+      if (match(c.app)) {
+        c.stalled = true;
+        n++;
+      }
+    }
+    return n;
+  }
+
+  /** Cuts the live matching connections (the client sees a reset). */
+  cut(match: (app: string) => boolean): number {
+    let n = 0;
+    for (const c of [...this.conns]) {
+      if (match(c.app)) {
+        c.destroy();
+        this.conns.delete(c); // at once: its close event comes later
+        n++;
+      }
+    }
+    return n;
+  }
+
+  /** Live matching connections. */
+  count(match: (app: string) => boolean): number {
+    return [...this.conns].filter((c) => match(c.app)).length;
+  }
+
+  /** Stalled connections that the client has given up on (closed its side). */
+  stalledCount(match: (app: string) => boolean): number {
+    return [...this.conns].filter((c) => c.stalled && match(c.app)).length;
+  }
+
+  async close(): Promise<void> {
+    for (const c of this.conns) c.destroy();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private accept(client: net.Socket): void {
+    let head = Buffer.alloc(0);
+    const onStartup = (chunk: Buffer): void => {
+      head = Buffer.concat([head, chunk]);
+      if (head.length < 4 || head.length < head.readInt32BE(0)) return;
+      client.off('data', onStartup);
+      const app = applicationName(head.subarray(0, head.readInt32BE(0)));
+      this.accepted.push(app);
+      if (this.refusing?.(app)) {
+        client.destroy();
+        return;
+      }
+      const upstream = net.connect(this.targetPort, this.targetHost);
+      const conn = new ProxiedConnection(client, upstream, app, this.stallOnQuery?.(app) ?? false);
+      this.conns.add(conn);
+      conn.onClose(() => this.conns.delete(conn));
+      conn.start(head);
+    };
+    client.on('data', onStartup);
+    client.on('error', () => client.destroy());
+  }
+}
+
+class ProxiedConnection {
+  stalled = false;
+  private pending = Buffer.alloc(0);
+  private afterStartup = false;
+
+  constructor(
+    private readonly client: net.Socket,
+    private readonly upstream: net.Socket,
+    readonly app: string,
+    private readonly stallOnQuery: boolean,
+  ) {}
+
+  start(startup: Buffer): void {
+    this.upstream.on('error', () => this.destroy());
+    this.client.on('error', () => this.destroy());
+    this.client.on('close', () => this.destroy());
+    this.upstream.on('close', () => this.destroy());
+    this.upstream.on('data', (d: Buffer) => {
+      if (!this.stalled) this.client.write(d);
+    });
+    this.client.on('data', (d: Buffer) => this.fromClient(d));
+    this.fromClient(startup);
+  }
+
+  onClose(fn: () => void): void {
+    this.client.once('close', fn);
+  }
+
+  destroy(): void {
+    this.client.destroy();
+    this.upstream.destroy();
+  }
+
+  /** Frames client messages, so "stall at the next query" happens exactly before a 'Q' reaches the server. */
+  private fromClient(d: Buffer): void {
+    if (this.stalled) return;
+    if (!this.stallOnQuery) {
+      this.upstream.write(d);
+      return;
+    }
+    this.pending = Buffer.concat([this.pending, d]);
+    for (;;) {
+      const headerLen = this.afterStartup ? 5 : 4;
+      if (this.pending.length < headerLen) return;
+      const len = this.afterStartup ? this.pending.readInt32BE(1) + 1 : this.pending.readInt32BE(0);
+      if (this.pending.length < len) return;
+      const frame = this.pending.subarray(0, len);
+      if (this.afterStartup && frame[0] === 0x51 /* 'Q' */) {
+        this.stalled = true;
+        this.pending = Buffer.alloc(0);
+        return;
+      }
+      this.afterStartup = true;
+      this.pending = this.pending.subarray(len);
+      this.upstream.write(frame);
+    }
+  }
+}
+
+/** application_name from a StartupMessage (int32 length, int32 version, then key\0value\0 pairs). */
+function applicationName(startup: Buffer): string {
+  const parts = startup.subarray(8).toString('utf8').split('\0');
+  for (let i = 0; i + 1 < parts.length; i += 2) {
+    if (parts[i] === 'application_name') return parts[i + 1];
+  }
+  return '';
+}
