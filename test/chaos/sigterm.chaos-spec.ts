@@ -108,10 +108,20 @@ describe('chaos: SIGTERM on one of two instances', () => {
     await waitFor(heardAll, (v) => v, { timeoutMs: 15000, intervalMs: 100 }).catch(() => undefined);
     for (const f of feeds) await f.stop();
     await sub.stop();
-    const lostNotifications =
-      ids.filter((id, i) => !statusesOf(feeds[i % feeds.length], id).some((s) => TERMINAL.has(s))).length +
-      (statusesOf(feeds[0], fresh.taskId).includes('completed') ? 0 : 1) +
-      (statusesOf(sub, escalated.taskId).includes('failed') ? 0 : 1);
+    const expected = [
+      ...ids.map((id, i) => ({
+        what: `legacy ${id.slice(0, 6)}`,
+        feed: feeds[i % feeds.length],
+        id,
+        end: finals[i].status,
+      })),
+      { what: 'legacy after', feed: feeds[0], id: fresh.taskId, end: 'completed' },
+      { what: 'modern', feed: sub, id: escalated.taskId, end: 'failed' },
+    ];
+    const missed = expected
+      .filter((e) => !statusesOf(e.feed, e.id).includes(e.end))
+      .map((e) => `${e.what} ${e.end}, heard [${statusesOf(e.feed, e.id).join(',')}]`);
+    const lostNotifications = missed.length;
 
     const inlineOk = answers.filter((a) => a.status === 200 && a.response?.result).length;
     const inlineErr = answers.filter((a) => a.status > 0 && a.response?.error).length;
@@ -136,7 +146,7 @@ describe('chaos: SIGTERM on one of two instances', () => {
     );
     figure(SCENARIO, 'results lost (short tasks finished within the grace)', shortLost);
     figure(SCENARIO, 'streams reopened on the other instance', feeds.map((f) => f.reopened).join(', '));
-    figure(SCENARIO, 'notifications lost', lostNotifications);
+    figure(SCENARIO, 'notifications lost', lostNotifications, missed.length ? JSON.stringify(missed) : '');
 
     if (exitCode !== 0) throw new Error(`exit ${exitCode}; log:\n${tail(leaving)}`);
     expect(refused.status).toBe(503);
