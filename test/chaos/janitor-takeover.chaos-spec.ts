@@ -37,7 +37,7 @@ describe('chaos: the instance running the janitor dies', () => {
     );
   });
   afterAll(async () => {
-    await stopAll(servers);
+    await stopAll(servers, 'janitor-takeover');
     await db.drop();
   });
 

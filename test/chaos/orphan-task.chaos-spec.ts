@@ -31,7 +31,7 @@ describe('chaos: kill -9 of the instance running a task', () => {
     servers = await startInstances(2, chaosEnv(db.url, { TASK_LEASE_MS: String(LEASE_MS) }));
   });
   afterAll(async () => {
-    await stopAll(servers);
+    await stopAll(servers, 'orphan-task');
     await db.drop();
   });
 

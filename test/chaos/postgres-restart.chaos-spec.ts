@@ -6,6 +6,7 @@ import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from '../../src/da
 import { openSession, responseOf } from '../support/mcp-http.js';
 import type { ServerProcess } from '../support/server-process.js';
 import { modern, waitFor } from '../support/tasks-e2e.js';
+import { withClient } from '../support/test-database.js';
 import {
   chaosEnv,
   figure,
@@ -80,7 +81,7 @@ describe('chaos: PostgreSQL restart under steady load on two instances', () => {
     );
   });
   afterAll(async () => {
-    await stopAll(servers);
+    await stopAll(servers, 'postgres-restart');
     await pgHandle?.stop();
     rmSync(parent, { recursive: true, force: true });
   });
@@ -270,12 +271,27 @@ describe('chaos: PostgreSQL restart under steady load on two instances', () => {
       lost.length,
       lost.length
         ? JSON.stringify(
-            lost.map(
-              (m) =>
-                finals[made.indexOf(m)]?.statusMessage ?? finals[made.indexOf(m)]?.status ?? 'not terminal',
-            ),
+            lost.map((m) => {
+              const t = finals[made.indexOf(m)];
+              return `${m.era} ${m.text.split(' ')[1]}: ${t?.status ?? 'not terminal'} ${t?.statusMessage ?? ''}`;
+            }),
           )
         : '',
+    );
+    // For each unannounced legacy change: was it at least written to the SSE event log (then delivery failed)?
+    const logged = await withClient(pgHandle.url, async (c) =>
+      Promise.all(
+        unannounced.map(async (m) => {
+          if (m.era !== 'legacy') return 'n/a';
+          const r = await c.query(
+            `SELECT count(*)::int AS n FROM mcp_sse_event
+              WHERE payload->>'method' = 'notifications/tasks/status' AND payload->'params'->>'taskId' = $1
+                AND payload->'params'->>'status' = $2`,
+            [m.taskId, finals[made.indexOf(m)]?.status],
+          );
+          return r.rows[0].n > 0 ? 'logged' : 'never logged';
+        }),
+      ),
     );
     figure(
       SCENARIO,
@@ -283,11 +299,11 @@ describe('chaos: PostgreSQL restart under steady load on two instances', () => {
       unannounced.length,
       unannounced.length
         ? JSON.stringify(
-            unannounced.map((m) => {
+            unannounced.map((m, i) => {
               const final = finals[made.indexOf(m)]?.status ?? 'not terminal';
               const got =
                 m.era === 'legacy' ? statusesOf(feeds[m.session], m.taskId) : statusesOf(sub, m.taskId);
-              return `${m.era} ${m.taskId.slice(0, 6)} ${final}, heard [${got.join(',')}]`;
+              return `${m.era} ${m.text.split(' ')[1]} ${final} (${logged[i]}), heard [${got.join(',')}]`;
             }),
           )
         : '',

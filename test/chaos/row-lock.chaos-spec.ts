@@ -39,7 +39,7 @@ describe('chaos: a row lock held past TASK_LOCK_TIMEOUT_MS while the worker writ
     );
   });
   afterAll(async () => {
-    await stopAll(servers);
+    await stopAll(servers, 'row-lock');
     await db.drop();
   });
 

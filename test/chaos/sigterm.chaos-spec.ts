@@ -38,7 +38,7 @@ describe('chaos: SIGTERM on one of two instances', () => {
     );
   });
   afterAll(async () => {
-    await stopAll(servers);
+    await stopAll(servers, 'sigterm');
     await db.drop();
   });
 

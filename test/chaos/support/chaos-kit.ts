@@ -3,6 +3,8 @@
  * listening across failures (reconnecting with Last-Event-ID, bounded), readiness sampling and the figures
  * each scenario prints. Everything runs on loopback; every loop is bounded in count and in time.
  */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { MODERN, openStream, rpc, sessionHeaders, type SseEvent } from '../../support/mcp-http.js';
 import { startServer, stopServer, type ServerProcess } from '../../support/server-process.js';
@@ -38,8 +40,13 @@ export async function startInstances(n: number, env: Record<string, string>): Pr
   return out;
 }
 
-export async function stopAll(servers: ServerProcess[]): Promise<void> {
+/** Kills what is left; with CHAOS_LOG_DIR set, keeps every instance's full output there for a post-mortem. */
+export async function stopAll(servers: ServerProcess[], label = 'chaos'): Promise<void> {
   await Promise.all(servers.map((s) => stopServer(s, 'SIGKILL')));
+  const dir = process.env.CHAOS_LOG_DIR;
+  if (!dir) return;
+  mkdirSync(dir, { recursive: true });
+  for (const [i, s] of servers.entries()) writeFileSync(join(dir, `${label}-${i}.log`), s.output());
 }
 
 /** The last lines a server wrote, without its boot chatter, for a failure message. */
