@@ -11,6 +11,7 @@ import { CreateSessions1764460100000 } from '../../migrations/1764460100000-crea
 import { CreatePrincipalAndApiKey1764460200000 } from '../../migrations/1764460200000-create-principal-and-api-key.js';
 import { CreateTask1764460300000 } from '../../migrations/1764460300000-create-task.js';
 import { SseStreamCounter1765031400000 } from '../../migrations/1765031400000-sse-stream-counter.js';
+import { TaskChangeVersion1765031500000 } from '../../migrations/1765031500000-task-change-version.js';
 
 /**
  * The one list of entities and migrations. Explicit classes rather than globs, so the app, the TypeORM CLI
@@ -32,4 +33,5 @@ export const MIGRATIONS = [
   CreatePrincipalAndApiKey1764460200000,
   CreateTask1764460300000,
   SseStreamCounter1765031400000,
+  TaskChangeVersion1765031500000,
 ];

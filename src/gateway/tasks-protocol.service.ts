@@ -6,7 +6,7 @@ import { ProtocolError } from '../protocol/protocol.errors.js';
 import type { RequestContext } from '../protocol/request-context.js';
 import { META, TASKS_EXTENSION } from '../protocol/versions.js';
 import type { Principal } from '../principals/principal.js';
-import type { TaskOutcome, TaskSnapshot } from '../tasks/task.types.js';
+import type { TaskOutcome } from '../tasks/task.types.js';
 import { legacyTask, modernCreateTaskResult, modernDetailedTask } from '../tasks/task-wire.js';
 import { TaskError, TaskErrorCode } from '../tasks/tasks.errors.js';
 import { TasksService } from '../tasks/tasks.service.js';
@@ -16,6 +16,7 @@ import { LegacyMcpHandler } from './legacy-mcp.handler.js';
 import { ModernMcpHandler } from './modern-mcp.handler.js';
 import { STANDALONE_STREAM, StreamHub } from './stream-hub.service.js';
 import { TaskExecutor, TOOL_ERROR_RESULT } from './task-executor.service.js';
+import { TaskSubscription } from './task-subscription.js';
 
 type Params = Record<string, unknown>;
 
@@ -74,9 +75,17 @@ export class TasksProtocolService implements OnModuleInit {
     this.modern.register('tasks/update', (p, ctx) => this.modernUpdate(p, ctx));
     this.modern.register('tasks/cancel', (p, ctx) => this.modernCancel(p, ctx));
     this.modern.registerListenFilter('taskIds', (filter, ctx, send) => this.listenTasks(filter, ctx, send));
-    this.tasks.onTaskChanged((change, self) => {
-      if (!self || change.era !== 'legacy' || !change.sessionId) return;
-      void this.notifyLegacy(change.taskId, change.ownerId, change.sessionId);
+    // Handshake era: the status notification is logged on the session's GET stream inside the very
+    // transaction that changes the task (an outbox). It exists exactly when the change commits, whichever
+    // instance made it and whatever happens to any LISTEN connection; the stream's holder, on any instance,
+    // drains it when woken at commit or, if that NOTIFY is lost, at the resync after its bus reconnects.
+    this.tasks.onChangeInTransaction(async (tx, task) => {
+      if (task.era !== 'legacy' || !task.sessionId) return;
+      await this.hub.publishInTransaction(tx, task.sessionId, STANDALONE_STREAM, {
+        jsonrpc: '2.0',
+        method: 'notifications/tasks/status',
+        params: legacyTask(task),
+      });
     });
   }
 
@@ -165,24 +174,6 @@ export class TasksProtocolService implements OnModuleInit {
       throw ProtocolError.invalidParams('Invalid cursor');
     const page = await this.tasks.list(ctx.principal.id, cursor);
     return { tasks: page.tasks.map(legacyTask), ...(page.nextCursor ? { nextCursor: page.nextCursor } : {}) };
-  }
-
-  /** notifications/tasks/status on the session's own stream, sent once by the instance that made the change. */
-  private async notifyLegacy(taskId: string, ownerId: string, sessionId: string): Promise<void> {
-    try {
-      const task = await this.tasks.get(ownerId, taskId);
-      await this.hub.publish(sessionId, STANDALONE_STREAM, {
-        jsonrpc: '2.0',
-        method: 'notifications/tasks/status',
-        params: legacyTask(task),
-      });
-    } catch (err) {
-      if (!(err instanceof TaskError)) {
-        this.logger.warn(
-          `task status notification failed: ${err instanceof Error ? err.message : String(err)}`,
-        );
-      }
-    }
   }
 
   // ---------------------------------------------------------------- extension era (2026-07-28)
@@ -313,15 +304,37 @@ export class TasksProtocolService implements OnModuleInit {
     }
     const ext = ctx.clientCapabilities.extensions;
     if (!(isObject(ext) && TASKS_EXTENSION in ext)) throw ProtocolError.missingCapability(REQUIRED_EXTENSION);
-    const owned = new Set(await this.tasks.ownedIds(ctx.principal.id, filter as string[]));
-    const off = this.tasks.onTaskChanged((change) => {
-      if (!owned.has(change.taskId) || change.ownerId !== ctx.principal.id) return;
-      this.tasks.get(ctx.principal.id, change.taskId).then(
-        (task: TaskSnapshot) => send('notifications/tasks', modernDetailedTask(task)),
-        () => undefined,
-      );
+    const ownerId = ctx.principal.id;
+    const ids = [...new Set(filter as string[])];
+    // Listen before reading the baseline: a change committed in between is in the baseline or wakes it.
+    // (No await until `subscription` exists, so no handler can run before it does.)
+    const offChange = this.tasks.onTaskChanged((change) => {
+      if (change.ownerId === ownerId) subscription.wake(change.taskId);
     });
-    ctx.signal.addEventListener('abort', off, { once: true });
-    return [...owned];
+    const offResync = this.tasks.onResync(() => subscription.wake());
+    const baseline = this.tasks.versioned(ownerId, ids);
+    const subscription = new TaskSubscription(
+      (wanted) => this.tasks.versioned(ownerId, wanted),
+      (task) => send('notifications/tasks', modernDetailedTask(task)),
+      (err) =>
+        this.logger.warn(
+          `task subscription read failed: ${err instanceof Error ? err.message : String(err)}`,
+        ),
+      baseline,
+    );
+    const stop = (): void => {
+      offChange();
+      offResync();
+      subscription.close();
+    };
+    ctx.signal.addEventListener('abort', stop, { once: true });
+    let owned: Set<string>;
+    try {
+      owned = new Set((await baseline).map((r) => r.task.id));
+    } catch (err) {
+      stop();
+      throw err;
+    }
+    return ids.filter((id) => owned.has(id));
   }
 }

@@ -176,6 +176,39 @@ describe('task faults on real PostgreSQL', () => {
       );
     });
 
+    it('a connection reset under the final write: the retry lands on a fresh connection', async () => {
+      const t = await tasks.createAndStart(input('owner-reset'));
+      const run = await exec.run(t.id, 0);
+      const holder = new pg.Client({ connectionString: db.url });
+      await holder.connect();
+      const retriesBefore = await metricValue(app, 'mcp_task_write_retries_total', { op: 'complete' });
+      try {
+        await holder.query('BEGIN');
+        await holder.query('SELECT 1 FROM task WHERE id = $1 FOR UPDATE', [t.id]);
+        run.complete({ content: [{ type: 'text', text: 'survived' }] });
+        // The worker's write waits for the row lock: end its backend, as a failover or a proxy reset would.
+        const killed = await waitFor(async () => {
+          const r = await holder.query(
+            `SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'`,
+          );
+          return r.rows.some((x: { ok: boolean }) => x.ok) || undefined;
+        });
+        expect(killed).toBe(true);
+      } finally {
+        await holder.query('ROLLBACK');
+        await holder.end();
+      }
+      const done = await waitFor(async () => {
+        const cur = await row(t.id);
+        return cur.status === 'completed' ? cur : undefined;
+      }, 10000);
+      expect(done.result).toEqual({ content: [{ type: 'text', text: 'survived' }] });
+      expect(await metricValue(app, 'mcp_task_write_retries_total', { op: 'complete' })).toBeGreaterThan(
+        retriesBefore,
+      );
+    });
+
     it('gives up when the lease cannot be held any longer, and counts it', async () => {
       const t = await tasks.createAndStart(input('owner-lock-lost'));
       const run = await exec.run(t.id, 0);
@@ -274,6 +307,28 @@ describe('task faults on real PostgreSQL', () => {
       expect(run.ctx.signal.aborted).toBe(false);
       run.complete();
       await waitFor(async () => (await row(t.id)).status === 'completed' || undefined);
+    });
+
+    it('an app clock an hour slow does not delay a waiter past the expiry', async () => {
+      const owner = 'owner-skew-wait';
+      const ttlMs = 1500;
+      const t = await tasks.createAndStart(input(owner, { requestedTtlMs: ttlMs }));
+      // Parked, so no lease renewal (which also expires due runs) can wake the waiter: only its own timer.
+      (await exec.run(t.id, 0)).park({ ok: ask('Go on?') });
+      await waitFor(async () => (await row(t.id)).status === 'input_required' || undefined);
+      const restore = skewAppClock(-3600 * 1000);
+      const started = performance.now();
+      let waited: Awaited<ReturnType<TasksService['waitForTerminal']>>;
+      try {
+        waited = await tasks.waitForTerminal(owner, t.id, { timeoutMs: 30000 });
+      } finally {
+        restore();
+      }
+      const elapsed = performance.now() - started;
+      expect(waited.kind).toBe('terminal');
+      expect(waited.kind === 'terminal' && waited.task.statusMessage).toBe('Task expired');
+      // Woken at the expiry the database computed, not at the next 5 s safety poll an hour-off clock leads to.
+      expect(elapsed).toBeLessThan(ttlMs + 2500);
     });
 
     it('an app clock an hour slow does not make the heartbeat or the lease look stale', async () => {

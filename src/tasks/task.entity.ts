@@ -84,4 +84,11 @@ export class Task {
 
   @Column({ type: 'timestamptz', nullable: true })
   leaseExpiresAt: Date | null;
+
+  /**
+   * Bumped by the task_change_version trigger (migration 1765031500000) whenever what clients see changes;
+   * grows in commit order per row, so listeners catch up from it after missing notifications.
+   */
+  @Column({ type: 'bigint', default: 0 })
+  changeVersion: string;
 }

@@ -119,6 +119,22 @@ export interface SweptTask {
 
 type Row = Record<string, unknown>;
 
+/**
+ * Runs inside the transaction that changes a task, after the write: whatever it writes commits with the
+ * change or not at all (an outbox, e.g. the handshake era's logged status notification).
+ */
+export type TaskChangeHook = (
+  tx: EntityManager,
+  task: TaskSnapshot,
+  previous: TaskStatus | null,
+) => Promise<void>;
+
+/** A task with its change version (see Task.changeVersion). */
+export interface VersionedTask {
+  task: TaskSnapshot;
+  version: number;
+}
+
 /** TypeORM answers UPDATE/DELETE … RETURNING on postgres with [rows, rowCount], other statements with rows. */
 function returned(result: unknown): Row[] {
   const r = result as unknown[];
@@ -211,6 +227,8 @@ const WORKER_LOST_MESSAGE = 'worker lost: the server running this task stopped';
  */
 @Injectable()
 export class TasksRepository {
+  private readonly changeHooks: TaskChangeHook[] = [];
+
   constructor(
     private readonly dataSource: DataSource,
     private readonly bus: PgBusService,
@@ -319,6 +337,21 @@ export class TasksRepository {
     );
     const owned = new Set(rows.map((r) => r.id as string));
     return ids.filter((id) => owned.has(id));
+  }
+
+  /** The owner's tasks among `ids`, each with its change version (for listeners that catch up). */
+  async findOwnedVersioned(ownerId: string, ids: readonly string[]): Promise<VersionedTask[]> {
+    if (ids.length === 0) return [];
+    const rows = await this.dataSource.query<Row[]>(
+      'SELECT * FROM task WHERE owner_id = $1 AND id = ANY($2::text[])',
+      [ownerId, [...ids]],
+    );
+    return rows.map((r) => ({ task: rowToSnapshot(r), version: toNumber(r.change_version) }));
+  }
+
+  /** Adds a hook run inside every task-changing transaction (see TaskChangeHook). */
+  addChangeHook(hook: TaskChangeHook): void {
+    this.changeHooks.push(hook);
   }
 
   /** Live tasks by status, for the mcp_tasks_active gauge. */
@@ -655,6 +688,10 @@ export class TasksRepository {
       ),
     );
     const swept: SweptTask[] = [];
+    // Change hooks lock per-session rows (the SSE stream counter); one order for every batch avoids deadlocks.
+    rows.sort((a, b) =>
+      ((a.session_id as string | null) ?? '').localeCompare((b.session_id as string | null) ?? ''),
+    );
     for (const r of rows) {
       const task = rowToSnapshot(r);
       await this.publish(m, task, r.previous_status as TaskStatus);
@@ -826,6 +863,7 @@ export class TasksRepository {
       previousStatus: previous,
       generation: task.generation,
     };
+    for (const hook of this.changeHooks) await hook(m, task, previous);
     await this.bus.publish(TASK_CHANNEL, { ...change }, m);
   }
 }

@@ -9,7 +9,13 @@ import { TaskMetrics, type CreationMode } from './task-metrics.service.js';
 import { TaskRunnerService } from './task-runner.service.js';
 import type { ProgressReport, TaskChange, TaskEra, TaskOutcome, TaskSnapshot } from './task.types.js';
 import { TaskError, TaskErrorCode } from './tasks.errors.js';
-import { TASK_CHANNEL, TasksRepository, type MergeResult } from './tasks.repository.js';
+import {
+  TASK_CHANNEL,
+  TasksRepository,
+  type MergeResult,
+  type TaskChangeHook,
+  type VersionedTask,
+} from './tasks.repository.js';
 
 export interface CreateTaskInput {
   /** The principal id (Principal.id) that will own the task. */
@@ -341,6 +347,19 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
   /** Called after the bus reconnected: changes may have been missed, so re-read what you track. */
   onResync(handler: () => void): () => void {
     return this.bus.onResync(handler);
+  }
+
+  /**
+   * Runs `hook` inside every transaction that creates or changes a task's status, after the write, so what it
+   * writes commits with the change or not at all. For outboxes; keep it short (it holds the task's lock).
+   */
+  onChangeInTransaction(hook: TaskChangeHook): void {
+    this.repo.addChangeHook(hook);
+  }
+
+  /** The owner's tasks among `ids` with their change versions, read as they are (no lazy expiry). */
+  async versioned(ownerId: string, ids: readonly string[]): Promise<VersionedTask[]> {
+    return this.repo.findOwnedVersioned(ownerId, ids.filter(isWellFormedTaskId));
   }
 
   /** Which of these ids the owner holds, in the given order (for subscription acknowledgements). */

@@ -76,6 +76,11 @@ export class PgProxy {
     return [...this.conns].filter((c) => match(c.app)).length;
   }
 
+  /** Local ports of the proxy's connections to PostgreSQL (pg_stat_activity.client_port of A's backends). */
+  upstreamPorts(): number[] {
+    return [...this.conns].map((c) => c.upstreamPort).filter((p): p is number => p !== undefined);
+  }
+
   /** Stalled connections that the client has given up on (closed its side). */
   stalledCount(match: (app: string) => boolean): number {
     return [...this.conns].filter((c) => c.stalled && match(c.app)).length;
@@ -131,6 +136,10 @@ class ProxiedConnection {
     });
     this.client.on('data', (d: Buffer) => this.fromClient(d));
     this.fromClient(startup);
+  }
+
+  get upstreamPort(): number | undefined {
+    return this.upstream.localPort;
   }
 
   onClose(fn: () => void): void {

@@ -1,0 +1,84 @@
+import type { INestApplication } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { createTestApp } from '../../test/support/test-app.js';
+import { createTestDatabase, type TestDatabase } from '../../test/support/test-database.js';
+import { InstancesService } from '../instances/instances.service.js';
+import { SseEventsRepository } from '../sessions/sse-events.repository.js';
+import { TasksRepository } from './tasks.repository.js';
+import { TasksService } from './tasks.service.js';
+
+/**
+ * What listeners catch up from (issue #9, defect 3): the change version of a task row, and the handshake
+ * era's status notification written in the same transaction as the change.
+ */
+describe('task change versions and the status-notification outbox (real PostgreSQL)', () => {
+  let db: TestDatabase;
+  let app: INestApplication;
+  let tasks: TasksService;
+  let repo: TasksRepository;
+  let events: SseEventsRepository;
+
+  beforeAll(async () => {
+    db = await createTestDatabase('task_versions');
+    app = await createTestApp(db.url, { JANITOR_ENABLED: 'false' });
+    tasks = app.get(TasksService);
+    repo = app.get(TasksRepository);
+    events = app.get(SseEventsRepository);
+  });
+  afterAll(async () => {
+    await app.close();
+    await db.drop();
+  });
+
+  const version = async (owner: string, id: string) => (await tasks.versioned(owner, [id]))[0].version;
+
+  it('bumps the version on every visible change and not on lease renewals', async () => {
+    const t = await tasks.create({ ownerId: 'o1', era: 'modern', toolName: 't', requestParams: {} });
+    const v0 = await version('o1', t.id);
+    await repo.renewLeases(app.get(InstancesService).instanceId, [t.id], 30000);
+    expect(await version('o1', t.id)).toBe(v0);
+    await tasks.cancel('o1', t.id);
+    const v1 = await version('o1', t.id);
+    expect(v1).toBe(v0 + 1);
+    // Another owner sees nothing, like every other read.
+    expect(await tasks.versioned('o2', [t.id])).toEqual([]);
+  });
+
+  it('logs the handshake-era status notification with the change, and not when the change rolls back', async () => {
+    const session = 'sess-outbox';
+    const t = await tasks.create({
+      ownerId: 'o1',
+      sessionId: session,
+      era: 'legacy',
+      toolName: 't',
+      requestParams: {},
+    });
+    await tasks.cancel('o1', t.id);
+    const logged = await events.readAfter(session, 'g', '0');
+    expect(logged.map((e) => (e.payload as { params: { status: string } }).params.status)).toEqual([
+      'working',
+      'cancelled',
+    ]);
+    // A change whose transaction fails after the write leaves neither the change nor its notification.
+    const other = await tasks.create({
+      ownerId: 'o1',
+      sessionId: session,
+      era: 'legacy',
+      toolName: 't',
+      requestParams: {},
+    });
+    tasks.onChangeInTransaction(async (_tx, task) => {
+      if (task.id === other.id && task.status === 'cancelled') throw new Error('commit refused');
+    });
+    await expect(tasks.cancel('o1', other.id)).rejects.toThrow('commit refused');
+    expect((await tasks.get('o1', other.id)).status).toBe('working');
+    const after = await events.readAfter(session, 'g', logged[logged.length - 1].seq);
+    expect(after.map((e) => (e.payload as { params: { status: string } }).params.status)).toEqual([
+      'working',
+    ]);
+    const rows = await app
+      .get(DataSource)
+      .query<{ n: string }[]>(`SELECT count(*) AS n FROM mcp_sse_event WHERE session_id = $1`, [session]);
+    expect(Number(rows[0].n)).toBe(3);
+  });
+});
