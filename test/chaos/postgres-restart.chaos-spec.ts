@@ -46,6 +46,8 @@ interface Made {
   session: number;
   /** What tasks/result or the detailed task must carry once completed. */
   text: string;
+  /** When its work should have ended (test clock): before, during or after the outage. */
+  endsAt: number;
 }
 
 /**
@@ -109,6 +111,7 @@ describe('chaos: PostgreSQL restart under steady load on two instances', () => {
         era: 'legacy',
         session: s,
         text: `Computed ${label} after ${seconds} s`,
+        endsAt: Date.now() + seconds * 1000,
       });
     }
     for (const [i, seconds] of [2.5, 5].entries()) {
@@ -122,6 +125,7 @@ describe('chaos: PostgreSQL restart under steady load on two instances', () => {
         era: 'modern',
         session: -1,
         text: `Computed ${label} after ${seconds} s`,
+        endsAt: Date.now() + seconds * 1000,
       });
     }
     const preOutage = made.length;
@@ -164,6 +168,7 @@ describe('chaos: PostgreSQL restart under steady load on two instances', () => {
             era: 'legacy',
             session: instance,
             text: `Computed load${instance}.${n} after 0 s`,
+            endsAt: Date.now(),
           });
         }
         await sleep(LOAD_EVERY_MS);
@@ -273,7 +278,8 @@ describe('chaos: PostgreSQL restart under steady load on two instances', () => {
         ? JSON.stringify(
             lost.map((m) => {
               const t = finals[made.indexOf(m)];
-              return `${m.era} ${m.text.split(' ')[1]}: ${t?.status ?? 'not terminal'} ${t?.statusMessage ?? ''}`;
+              const when = m.endsAt < stopBegan ? 'before' : m.endsAt <= upAt ? 'during' : 'after';
+              return `${m.era} ${m.text.split(' ')[1]} (work ended ${when} the outage): ${t?.status ?? 'not terminal'} ${t?.statusMessage ?? ''}`;
             }),
           )
         : '',
