@@ -107,7 +107,7 @@ describe('chaos: the LISTEN connection ended alone', () => {
       ),
     ];
     // Both instances' listeners: the holder's (it wakes the stream and the subscription) and the changer's
-    // (it hears its own change to log the handshake-era notification).
+    // (it announces its own changes).
     const listeners = servers.map(listenerName);
     const allUp = async () => (await Promise.all(listeners.map((n) => listenerUp(db.url, n)))).every(Boolean);
     for (const cancel of cancels) {
@@ -165,6 +165,11 @@ describe('chaos: the LISTEN connection ended alone', () => {
     figure(SCENARIO, 'stream reopened', feed.reopened, 'times');
     figure(SCENARIO, 'subscription reopened', sub.reopened, 'times');
     figure(SCENARIO, 'older state after a newer one', regressions);
+    // Each change exactly once: no task heard `cancelled` twice on the stream or the subscription.
+    const duplicates =
+      legacyIds.filter((id) => statusesOf(feed, id).filter((st) => st === 'cancelled').length > 1).length +
+      modernIds.filter((id) => statusesOf(sub, id).filter((st) => st === 'cancelled').length > 1).length;
+    figure(SCENARIO, 'changes announced more than once', duplicates);
     figure(SCENARIO, 'live delivery after reconnect', liveAfter ? 'yes' : 'no');
 
     // The fault happened: both listeners were ended, and changes were committed while one was down.
@@ -178,6 +183,7 @@ describe('chaos: the LISTEN connection ended alone', () => {
       );
     }
     expect(regressions).toBe(0);
+    expect(duplicates).toBe(0);
     expect(liveAfter).toBeDefined();
   });
 });
