@@ -159,6 +159,7 @@ describe('PgBusService liveness of the LISTEN connection (through a misbehaving 
     isListener = (name) => name === bus.applicationName;
   });
   afterAll(async () => {
+    proxy.refuse(undefined);
     await Promise.all([app.close(), peer.close()]);
     await proxy.close();
     await db.drop();
@@ -182,13 +183,19 @@ describe('PgBusService liveness of the LISTEN connection (through a misbehaving 
       const failuresBefore = await counter(app, 'mcp_bus_heartbeat_failures_total');
       const [oldPid] = await backends(db, bus.applicationName);
       // The network dies under the listener: nothing arrives, nothing is closed (no error, no end event).
+      // New listener connections are refused for a while, so the outage lasts until the test ends it.
+      proxy.refuse(isListener);
       expect(proxy.blackHole(isListener)).toBe(1);
-      const down = await waitFor(() => (bus.isHealthy ? undefined : true), 10000);
-      expect(down).toBe(true);
+      await waitFor(() => (bus.isHealthy ? undefined : true), 10000);
       expect(await counter(app, 'mcp_bus_heartbeat_failures_total')).toBeGreaterThan(failuresBefore);
-      // Readiness says so, naming the listener, until a new connection is up.
+      // Readiness says so, naming the listener, while no new connection is up.
       const report = await app.get(HealthService).readiness();
-      if (!bus.isHealthy) expect(report.checks.listener.status).toBe('down');
+      expect(report.status).toBe('error');
+      expect(report.checks.listener.status).toBe('down');
+      expect(report.checks.database).toEqual({ status: 'up' }); // the pool is fine: only the listener is dead
+      // The silent socket was torn down, not left behind.
+      await waitFor(() => (proxy.count(isListener) === 0 ? true : undefined), 10000);
+      proxy.refuse(undefined);
       await waitFor(() => (bus.isHealthy ? true : undefined), 15000);
       expect((await app.get(HealthService).readiness()).checks.listener).toEqual({ status: 'up' });
       const [newPid, ...others] = await backends(db, bus.applicationName);

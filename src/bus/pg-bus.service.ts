@@ -17,6 +17,9 @@ export type BusHandler = (
 const MAX_PAYLOAD_BYTES = 7900;
 const CHANNEL = /^[a-z_][a-z0-9_]{0,62}$/;
 
+/** Least time a new LISTEN connection gets to connect and LISTEN before the attempt counts as failed. */
+const SETUP_TIMEOUT_FLOOR_MS = 10000;
+
 /** application_name of every LISTEN connection; the instance id follows it, so operators can tell them apart. */
 export const LISTEN_APPLICATION_PREFIX = 'mcp-task-server-listen:';
 
@@ -217,7 +220,8 @@ export class PgBusService implements OnModuleInit, OnApplicationShutdown {
   private async establish(): Promise<void> {
     const url = this.config.DATABASE_URL;
     if (!url) throw new Error('DATABASE_URL is not resolved');
-    const timeoutMs = this.config.BUS_HEARTBEAT_TIMEOUT_MS;
+    // Setting up takes more round trips than a heartbeat (and happens when the server may be busy recovering).
+    const timeoutMs = Math.max(SETUP_TIMEOUT_FLOOR_MS, this.config.BUS_HEARTBEAT_TIMEOUT_MS);
     const client = new pg.Client({
       connectionString: url,
       application_name: this.applicationName,

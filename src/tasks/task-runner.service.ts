@@ -366,7 +366,13 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
         const delay =
           Math.min(WRITE_RETRY_CAP_MS, WRITE_RETRY_BASE_MS * 2 ** (attempt - 1)) * (0.5 + Math.random() / 2);
         const leaseLeft = entry.leaseHeldUntil - performance.now();
-        if (!retryable || attempt >= WRITE_RETRY_MAX_ATTEMPTS || leaseLeft <= delay || entry.lost) {
+        if (
+          !retryable ||
+          attempt >= WRITE_RETRY_MAX_ATTEMPTS ||
+          leaseLeft <= delay ||
+          entry.lost ||
+          entry.shutdown
+        ) {
           this.metrics.writeFailed(op);
           this.logger.error(
             `could not write the ${op} of task ${entry.fence.taskId} after ${attempt} attempt(s): ${describe(err)}`,

@@ -173,6 +173,42 @@ describe('notifications survive a lost LISTEN connection (real HTTP, real Postgr
     }
   });
 
+  it('handshake era: many tasks of one session changed in parallel on two instances: each change once, in order', async () => {
+    const c = await LegacyClient.open(urlA, {}, asUser(freshUser()));
+    const stream = await c.openGetStream();
+    try {
+      const priming = await stream.next();
+      const n = 16;
+      const created = await Promise.all(
+        Array.from({ length: n }, (_, i) =>
+          (i % 2 ? c : c.at(urlB)).createTask('slow_compute', { seconds: 30 }),
+        ),
+      );
+      await Promise.all(
+        created.map((t, i) => (i % 2 ? c.at(urlB) : c).result('tasks/cancel', { taskId: t.taskId })),
+      );
+      const byTask = new Map<string, string[]>();
+      const ids: number[] = [];
+      let done = 0;
+      while (done < n) {
+        const ev = await stream.next(15000);
+        if (ev.json?.method !== 'notifications/tasks/status') continue;
+        ids.push(Number(/_(\d+)$/.exec(ev.id!)![1]));
+        const list = byTask.get(ev.json.params.taskId) ?? [];
+        list.push(ev.json.params.status);
+        byTask.set(ev.json.params.taskId, list);
+        if (ev.json.params.status === 'cancelled') done++;
+      }
+      for (const t of created) expect(byTask.get(t.taskId)).toEqual(['working', 'cancelled']);
+      // The stream's ids count up one by one after the priming event: no gap, no repeat.
+      const first = Number(/_(\d+)$/.exec(priming.id!)![1]);
+      expect(ids).toEqual(Array.from({ length: 2 * n }, (_, i) => first + 1 + i));
+      expect(await rest(stream, 500)).toEqual([]);
+    } finally {
+      stream.close();
+    }
+  });
+
   it('2026-07-28: a cancel made while A’s listener is down reaches a subscriptions/listen subscriber on A, once', async () => {
     const user = freshUser();
     const headers = asUser(user);
