@@ -253,6 +253,7 @@ describe('chaos: PostgreSQL restart under steady load on two instances', () => {
     );
 
     figure(SCENARIO, 'outage (stop begun → started again)', upAt - stopBegan, 'ms');
+    figure(SCENARIO, 'task lease (the outage outlasts it)', LEASE_MS, 'ms');
     figure(
       SCENARIO,
       'readiness during the outage (A, B)',
