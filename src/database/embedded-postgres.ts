@@ -32,6 +32,8 @@ export interface EmbeddedPostgresOptions {
   /** As root on a host without a `postgres` OS user, allow `useradd postgres` (it changes /etc/passwd). */
   createOsUser: boolean;
   databaseName?: string;
+  /** Fixed port (0 or unset: a free one). A restart on the same data keeps its URL only with a fixed port. */
+  port?: number;
   log?: (message: string) => void;
 }
 
@@ -330,7 +332,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
   const password = readOrCreatePassword(dataDir);
   const fresh = !existsSync(join(pgDir, 'PG_VERSION'));
   if (fresh) await initdb(binDir, pgDir, password, user, dataDir);
-  const port = await freePort();
+  const port = opts.port && opts.port > 0 ? opts.port : await freePort();
   const child = await startPostmaster(binDir, pgDir, port, user);
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
 
