@@ -350,6 +350,13 @@ export class AppConfig {
   @IntEnv(0, 3600000)
   TASK_PROGRESS_WRITE_MS = 1000;
 
+  /**
+   * How long a worker keeps retrying its final write (complete, fail, input round) that the database cannot
+   * take (lock timeout, reset connection, restart or failover), with backoff up to 2 s between attempts.
+   */
+  @IntEnv(0, 86400000)
+  TASK_WRITE_RETRY_MS = 300000;
+
   /** How long a finished task stays readable after created + ttl before the janitor deletes it. */
   @IntEnv(0, 86400000)
   TASK_EXPIRED_GRACE_MS = 60000;

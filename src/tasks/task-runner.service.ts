@@ -40,12 +40,6 @@ interface RunningTask {
   controller: AbortController;
   /** Progress → statusMessage, at most one write per TASK_PROGRESS_WRITE_MS. */
   progress: ProgressThrottle;
-  /**
-   * Until when (performance.now() time) the lease is surely held: the send time of the last renewal that
-   * renewed it plus TASK_LEASE_MS. PostgreSQL computed that lease as its now() + TASK_LEASE_MS, and its now()
-   * is no earlier than our send time, so this never overestimates and never reads a wall clock.
-   */
-  leaseHeldUntil: number;
   /** Set when shutdown took the task over: the worker's own late outcome is then ignored. */
   shutdown: boolean;
   /** A renewal found the task is no longer this run's: it was aborted and dropped from the table at once. */
@@ -58,8 +52,6 @@ interface RunningTask {
 /** Backoff of a fenced final write that failed (lock_timeout, reset connection, failover). */
 const WRITE_RETRY_BASE_MS = 100;
 const WRITE_RETRY_CAP_MS = 2000;
-/** A hard bound on attempts besides the lease, in case the lease keeps being renewed. */
-const WRITE_RETRY_MAX_ATTEMPTS = 30;
 
 export type WriteOp = 'complete' | 'fail' | 'park';
 
@@ -249,8 +241,6 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
         this.config.TASK_PROGRESS_WRITE_MS,
         (err) => this.logger.debug?.(`progress of task ${task.id} not written: ${describe(err)}`),
       ),
-      // The lease was just granted (creation or resume) by the database, before this call.
-      leaseHeldUntil: performance.now() + this.config.TASK_LEASE_MS * 0.9,
       shutdown: false,
       lost: false,
       settled: false,
@@ -345,17 +335,20 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
 
   /**
    * A fenced final write, retried with jittered exponential backoff while it fails for a reason the next
-   * attempt may not have (lock_timeout behind another transaction, a reset connection, a failover) and the
-   * lease is still surely held (see leaseHeldUntil; renewals go on meanwhile and extend it). The fence makes
-   * every attempt safe: one that lost the task is refused, not applied twice. Null when it never landed:
-   * that is logged and counted in mcp_task_write_failures_total{op}, and the janitor fails the task
-   * "worker lost" once the lease lapses.
+   * attempt may not have (lock_timeout behind another transaction, a reset connection, a database restart or
+   * failover), for up to TASK_WRITE_RETRY_MS. The retries outlive the lease on purpose: during an outage no
+   * lease can be renewed, yet the work is done, and the fence (status live, same generation, same instance)
+   * makes every attempt safe — a task the janitor failed meanwhile, or another run took, refuses the write
+   * instead of taking it twice. After an outage the janitor waits one lease period of good health before it
+   * fails lapsed leases, which is when these retries land. Null when it never landed: that is logged and
+   * counted in mcp_task_write_failures_total{op}, and the janitor fails the task "worker lost".
    */
   private async writeWithRetry<R>(
     entry: RunningTask,
     op: WriteOp,
     write: () => Promise<R>,
   ): Promise<R | null> {
+    const started = performance.now();
     for (let attempt = 1; ; attempt++) {
       try {
         const r = await write();
@@ -365,14 +358,8 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
         const retryable = !(err instanceof TaskError) || err.code === TaskErrorCode.TASK_BUSY;
         const delay =
           Math.min(WRITE_RETRY_CAP_MS, WRITE_RETRY_BASE_MS * 2 ** (attempt - 1)) * (0.5 + Math.random() / 2);
-        const leaseLeft = entry.leaseHeldUntil - performance.now();
-        if (
-          !retryable ||
-          attempt >= WRITE_RETRY_MAX_ATTEMPTS ||
-          leaseLeft <= delay ||
-          entry.lost ||
-          entry.shutdown
-        ) {
+        const windowLeft = started + this.config.TASK_WRITE_RETRY_MS - performance.now();
+        if (!retryable || windowLeft <= delay || entry.lost || entry.shutdown) {
           this.metrics.writeFailed(op);
           this.logger.error(
             `could not write the ${op} of task ${entry.fence.taskId} after ${attempt} attempt(s): ${describe(err)}`,
@@ -411,7 +398,6 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
   private async renewLeases(): Promise<void> {
     const runs = [...this.running.values()];
     if (runs.length === 0) return;
-    const sentAt = performance.now();
     try {
       const { held, expired } = await this.repo.renewLeases(
         this.instances.instanceId,
@@ -422,11 +408,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
       for (const entry of runs) {
         if (entry.shutdown) continue;
         const state = held.get(entry.fence.taskId);
-        if (state && state.generation === entry.fence.generation) {
-          // Settled runs too: a final write being retried needs to know the lease is still held.
-          if (state.renewed) entry.leaseHeldUntil = sentAt + this.config.TASK_LEASE_MS;
-          continue;
-        }
+        if (state && state.generation === entry.fence.generation) continue;
         entry.lost = true;
         if (entry.settled) continue; // its write, if still retrying, stops; the fence would refuse it
         this.abortRun(entry, 'task no longer held by this run');
