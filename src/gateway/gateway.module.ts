@@ -2,6 +2,7 @@ import { Global, Module } from '@nestjs/common';
 import { McpMethodsService } from '../protocol/mcp-methods.service.js';
 import { SessionsModule } from '../sessions/sessions.module.js';
 import { TasksModule } from '../tasks/tasks.module.js';
+import { TelemetryModule } from '../telemetry/telemetry.module.js';
 import { McpNotifier } from '../tool-dispatch/mcp-notifier.js';
 import { GatewayNotifier } from './gateway-notifier.service.js';
 import { ToolDispatchModule } from '../tool-dispatch/tool-dispatch.module.js';
@@ -18,7 +19,7 @@ import { TasksProtocolService } from './tasks-protocol.service.js';
 /** Global so that tool modules can inject McpNotifier without importing the gateway. */
 @Global()
 @Module({
-  imports: [SessionsModule, ToolDispatchModule, TasksModule],
+  imports: [SessionsModule, ToolDispatchModule, TasksModule, TelemetryModule],
   controllers: [McpController],
   providers: [
     StreamHub,

@@ -11,6 +11,7 @@ import { legacyTask, modernCreateTaskResult, modernDetailedTask } from '../tasks
 import { TaskError, TaskErrorCode } from '../tasks/tasks.errors.js';
 import { TasksService } from '../tasks/tasks.service.js';
 import { TaskRunnerService } from '../tasks/task-runner.service.js';
+import { inTaskSpan, startTaskSpan } from '../telemetry/task-spans.js';
 import { McpProtocolError } from '../tool-dispatch/tool-context.js';
 import { LegacyMcpHandler } from './legacy-mcp.handler.js';
 import { ModernMcpHandler } from './modern-mcp.handler.js';
@@ -171,11 +172,17 @@ export class TasksProtocolService implements OnModuleInit {
   private async notifyLegacy(taskId: string, ownerId: string, sessionId: string): Promise<void> {
     try {
       const task = await this.tasks.get(ownerId, taskId);
-      await this.hub.publish(sessionId, STANDALONE_STREAM, {
-        jsonrpc: '2.0',
-        method: 'notifications/tasks/status',
-        params: legacyTask(task),
-      });
+      await inTaskSpan(
+        'notifications/tasks/status',
+        task,
+        () =>
+          this.hub.publish(sessionId, STANDALONE_STREAM, {
+            jsonrpc: '2.0',
+            method: 'notifications/tasks/status',
+            params: legacyTask(task),
+          }),
+        { 'mcp.method.name': 'notifications/tasks/status', 'mcp.task.status': task.status },
+      );
     } catch (err) {
       if (!(err instanceof TaskError)) {
         this.logger.warn(
@@ -307,7 +314,14 @@ export class TasksProtocolService implements OnModuleInit {
     const off = this.tasks.onTaskChanged((change) => {
       if (!owned.has(change.taskId) || change.ownerId !== ctx.principal.id) return;
       this.tasks.get(ctx.principal.id, change.taskId).then(
-        (task: TaskSnapshot) => send('notifications/tasks', modernDetailedTask(task)),
+        (task: TaskSnapshot) => {
+          const span = startTaskSpan('notifications/tasks', task, {
+            'mcp.method.name': 'notifications/tasks',
+            'mcp.task.status': task.status,
+          });
+          send('notifications/tasks', modernDetailedTask(task));
+          span.end();
+        },
         () => undefined,
       );
     });

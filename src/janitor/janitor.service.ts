@@ -4,6 +4,9 @@ import { Counter, Gauge, Histogram } from 'prom-client';
 import { AppConfig } from '../config/app-config.js';
 import { InstancesService } from '../instances/instances.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';
+import { context, SpanStatusCode, trace } from '@opentelemetry/api';
+import { startTaskSpan } from '../telemetry/task-spans.js';
+import { tracer } from '../telemetry/tracer.js';
 import { TaskMetrics } from '../tasks/task-metrics.service.js';
 import { TasksRepository, type JanitorStep, type SweptTask } from '../tasks/tasks.repository.js';
 
@@ -98,7 +101,11 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
   }
 
   /** Fails live tasks held by stopped or silent instances (never this one). Returns how many. */
-  async recoverOrphans(): Promise<number> {
+  recoverOrphans(): Promise<number> {
+    return this.traced('janitor recover_orphans', () => this.recoverOrphansNow());
+  }
+
+  private async recoverOrphansNow(): Promise<number> {
     let total = 0;
     for (let i = 0; i < MAX_BATCHES_PER_STEP; i++) {
       const rows = await this.repo.failOrphaned(
@@ -115,10 +122,26 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
 
   /** One sweep (also what the schedule calls). Overlapping calls on one instance share the same run. */
   runOnce(): Promise<JanitorReport> {
-    this.sweeping ??= this.sweep().finally(() => {
+    this.sweeping ??= this.traced('janitor sweep', () => this.sweep()).finally(() => {
       this.sweeping = undefined;
     });
     return this.sweeping;
+  }
+
+  /** A root span for a janitor run; the per-task spans it causes join each task's own trace and link here. */
+  private async traced<T>(name: string, fn: () => Promise<T>): Promise<T> {
+    const span = tracer().startSpan(name, { root: true });
+    try {
+      return await context.with(trace.setSpan(context.active(), span), fn);
+    } catch (err) {
+      span.setStatus({
+        code: SpanStatusCode.ERROR,
+        message: err instanceof Error ? err.message : String(err),
+      });
+      throw err;
+    } finally {
+      span.end();
+    }
   }
 
   private async sweep(): Promise<JanitorReport> {
@@ -157,6 +180,7 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
     if (rows.length === 0) return;
     this.rowsTotal.inc({ action: step }, rows.length);
     for (const t of rows) {
+      startTaskSpan(`janitor ${step}`, t, { 'mcp.janitor.action': step, 'mcp.task.status': t.status }).end();
       switch (step) {
         case 'expire':
           this.taskMetrics.taskFinished(t, 'expired');

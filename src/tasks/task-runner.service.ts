@@ -11,6 +11,8 @@ import { PgBusService } from '../bus/pg-bus.service.js';
 import { AppConfig } from '../config/app-config.js';
 import { InstancesService } from '../instances/instances.service.js';
 import { LifecycleService } from '../lifecycle/lifecycle.service.js';
+import { context, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
+import { startTaskSpan } from '../telemetry/task-spans.js';
 import { isTerminal, isTaskStatus } from './task-state.js';
 import { TaskMetrics } from './task-metrics.service.js';
 import {
@@ -38,6 +40,8 @@ interface RunningTask {
   /** The work has returned; what is left is recording its outcome, so there is nothing to abort. */
   settled: boolean;
   done: Promise<void>;
+  /** The run's span, a child of the span that created the task (non-recording when tracing is off). */
+  span: Span;
 }
 
 export const SHUTDOWN_ERROR: TaskErrorPayload = { code: -32603, message: 'server shutting down' };
@@ -139,10 +143,16 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
         return r.applied;
       },
     };
+    const span = startTaskSpan(`execute_tool ${task.toolName}`, task, {
+      'gen_ai.operation.name': 'execute_tool',
+      'mcp.task.input_round': task.inputRounds,
+    });
     const outcome = executor
-      ? Promise.resolve().then(() => executor.execute(task, ctx))
+      ? context.with(trace.setSpan(context.active(), span), () =>
+          Promise.resolve().then(() => executor.execute(task, ctx)),
+        )
       : Promise.reject(new Error('no TaskWorkExecutor is configured'));
-    this.launch(task, controller, outcome);
+    this.launch(task, controller, outcome, span);
   }
 
   /**
@@ -150,7 +160,12 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
    * outcome is recorded on the task, cancellation aborts `controller`, and its lease is renewed.
    */
   adopt(task: TaskSnapshot, controller: AbortController, outcome: Promise<TaskOutcome>): void {
-    this.launch(task, controller, outcome);
+    // The work started inline under the request's span; this span covers its life as a task.
+    const span = startTaskSpan(`execute_tool ${task.toolName}`, task, {
+      'gen_ai.operation.name': 'execute_tool',
+      'mcp.task.escalated': true,
+    });
+    this.launch(task, controller, outcome, span);
   }
 
   /** Aborts the local worker of a task, if any (cancellation on this instance does not wait for the bus). */
@@ -192,7 +207,12 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     return { taskId: task.id, generation: task.generation, instanceId: this.instances.instanceId };
   }
 
-  private launch(task: TaskSnapshot, controller: AbortController, outcome: Promise<TaskOutcome>): void {
+  private launch(
+    task: TaskSnapshot,
+    controller: AbortController,
+    outcome: Promise<TaskOutcome>,
+    span: Span,
+  ): void {
     const entry: RunningTask = {
       fence: this.fenceOf(task),
       toolName: task.toolName,
@@ -201,10 +221,13 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
       shutdown: false,
       settled: false,
       done: Promise.resolve(),
+      span,
     };
     if (task.instanceId !== this.instances.instanceId) {
       this.logger.error(`task ${task.id} is not leased to this instance; not running it`);
       controller.abort(new Error('task not leased to this instance'));
+      span.setStatus({ code: SpanStatusCode.ERROR, message: 'task not leased to this instance' });
+      span.end();
       return;
     }
     this.running.get(task.id)?.controller.abort(new Error('superseded by a newer run'));
@@ -218,6 +241,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
         this.logger.error(`recording the outcome of task ${task.id} failed: ${describe(err)}`);
       })
       .finally(() => {
+        entry.span.end();
         if (this.running.get(task.id) === entry) this.running.delete(task.id);
       });
   }
@@ -227,13 +251,19 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     settled: { ok: true; outcome: TaskOutcome } | { ok: false; error: unknown },
   ): Promise<void> {
     entry.settled = true;
-    if (entry.shutdown) return;
+    if (entry.shutdown) {
+      entry.span.addEvent('task.shutdown', { 'mcp.task.status': 'failed' });
+      return;
+    }
     let outcome: TaskOutcome;
     if (settled.ok) {
       outcome = settled.outcome;
     } else {
       // A worker that throws after being aborted is acknowledging the abort: its task is no longer its own.
-      if (entry.controller.signal.aborted) return;
+      if (entry.controller.signal.aborted) {
+        entry.span.addEvent('task.aborted');
+        return;
+      }
       this.logger.warn(`task ${entry.fence.taskId} (${entry.toolName}) threw: ${describe(settled.error)}`);
       outcome = { kind: 'failed', error: errorPayload(settled.error) };
     }
@@ -256,6 +286,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
         if (result.applied && result.limitBroken) this.metrics.taskFinished(entry, 'failed');
         break;
     }
+    traceOutcome(entry.span, outcome, result);
     if (!result.applied) {
       this.metrics.staleWrite(entry.toolName);
       this.logger.debug?.(
@@ -289,6 +320,29 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     } catch (err) {
       this.logger.warn(`lease renewal failed: ${describe(err)}`);
     }
+  }
+}
+
+/** The run's span records what became of the task (the state change it caused, or the dropped write). */
+function traceOutcome(
+  span: Span,
+  outcome: TaskOutcome,
+  result: { applied: boolean; task?: TaskSnapshot | null },
+): void {
+  if (!span.isRecording()) return;
+  if (!result.applied) {
+    span.addEvent('task.stale_write_dropped', { 'mcp.task.outcome': outcome.kind });
+    return;
+  }
+  const status = result.task?.status ?? outcome.kind;
+  span.addEvent('task.status', { 'mcp.task.status': status });
+  span.setAttribute('mcp.task.status', status);
+  if (outcome.kind === 'failed') {
+    span.setAttribute('error.type', String(outcome.error.code));
+    span.setStatus({ code: SpanStatusCode.ERROR, message: outcome.error.message });
+  } else if (outcome.kind === 'completed' && outcome.result.isError === true) {
+    span.setAttribute('error.type', 'tool_error');
+    span.setStatus({ code: SpanStatusCode.ERROR, message: 'tool returned isError' });
   }
 }
 
