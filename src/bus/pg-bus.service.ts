@@ -43,11 +43,13 @@ export class PgBusService implements OnModuleInit, OnApplicationShutdown {
     health: HealthService,
   ) {
     this.reconnects = new Counter({
-      name: 'mcp_pg_listen_reconnects_total',
-      help: 'Reconnections of the LISTEN connection, by result.',
+      name: 'mcp_bus_reconnects_total',
+      help: 'Reconnection attempts of the bus (LISTEN/NOTIFY) connection, by result (ok, error).',
       labelNames: ['result'] as const,
       registers: [metrics.registry],
     });
+    // Both series exist from the start, so rate() and increase() see the first reconnect.
+    for (const result of ['ok', 'error']) this.reconnects.inc({ result }, 0);
     this.published = new Counter({
       name: 'mcp_notifications_published_total',
       help: 'Cross-instance notifications published, by channel.',

@@ -12,6 +12,7 @@ import { LegacyMcpHandler } from './legacy-mcp.handler.js';
 import { McpRequestExecutor } from './mcp-request.executor.js';
 import { McpController } from './mcp.controller.js';
 import { ModernMcpHandler } from './modern-mcp.handler.js';
+import { SseStreams } from './sse-streams.service.js';
 import { StreamHub } from './stream-hub.service.js';
 import { TaskExecutor } from './task-executor.service.js';
 import { TasksProtocolService } from './tasks-protocol.service.js';
@@ -23,6 +24,7 @@ import { TasksProtocolService } from './tasks-protocol.service.js';
   controllers: [McpController],
   providers: [
     StreamHub,
+    SseStreams,
     ClientRequestsService,
     InFlightService,
     McpRequestExecutor,

@@ -70,6 +70,22 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
       buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 30],
       registers,
     });
+    const { repo: tasks, config: settings, logger } = this;
+    new Gauge({
+      name: 'mcp_janitor_lag_seconds',
+      help: 'Age of the oldest task row the janitor should have swept, by step (expire, delete); 0 when none. Read from the database at scrape, so the same on every instance.',
+      labelNames: ['step'] as const,
+      registers,
+      async collect() {
+        try {
+          const lag = await tasks.janitorLag(settings.TASK_EXPIRED_GRACE_MS);
+          this.set({ step: 'expire' }, lag.expire);
+          this.set({ step: 'delete' }, lag.delete);
+        } catch (err) {
+          logger.warn(`mcp_janitor_lag_seconds: ${err instanceof Error ? err.message : String(err)}`);
+        }
+      },
+    });
     this.lastSuccess = new Gauge({
       name: 'mcp_janitor_last_success_timestamp_seconds',
       help: 'Unix time of the last janitor run that completed on this instance (skipped runs excluded).',

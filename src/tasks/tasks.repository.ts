@@ -295,6 +295,23 @@ export class TasksRepository {
     return out;
   }
 
+  /**
+   * How far behind the janitor is, in seconds (0 when nothing is due): `expire`, since the oldest live task
+   * passed its ttl; `delete`, since the oldest finished task passed ttl + grace. Both use the task_expires_idx.
+   */
+  async janitorLag(graceMs: number): Promise<{ expire: number; delete: number }> {
+    const [r] = await this.dataSource.query<Row[]>(
+      `SELECT
+         COALESCE(EXTRACT(EPOCH FROM now() - (SELECT min(expires_at) FROM task
+            WHERE status IN ${LIVE_SQL} AND expires_at <= now())), 0) AS expire,
+         COALESCE(EXTRACT(EPOCH FROM now() - (SELECT min(expires_at) + $1::int * interval '1 millisecond'
+            FROM task WHERE status IN ${TERMINAL_SQL}
+              AND expires_at + $1::int * interval '1 millisecond' <= now())), 0) AS delete`,
+      [graceMs],
+    );
+    return { expire: toNumber(r.expire), delete: toNumber(r.delete) };
+  }
+
   // ---------------------------------------------------------------- owner-scoped writes
 
   /**
