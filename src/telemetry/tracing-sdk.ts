@@ -27,20 +27,25 @@ export async function startTracing(config: AppConfig): Promise<TracingHandle> {
   if (!config.tracingEnabled) return OFF;
   const { register } = await import('node:module');
   register('@opentelemetry/instrumentation/hook.mjs', import.meta.url);
-  const [{ NodeSDK }, { HttpInstrumentation }, { ExpressInstrumentation }, { PgInstrumentation }] =
-    await Promise.all([
-      import('@opentelemetry/sdk-node'),
-      import('@opentelemetry/instrumentation-http'),
-      import('@opentelemetry/instrumentation-express'),
-      import('@opentelemetry/instrumentation-pg'),
-    ]);
+  const [
+    { NodeSDK },
+    { HttpInstrumentation },
+    { ExpressInstrumentation, ExpressLayerType },
+    { PgInstrumentation },
+  ] = await Promise.all([
+    import('@opentelemetry/sdk-node'),
+    import('@opentelemetry/instrumentation-http'),
+    import('@opentelemetry/instrumentation-express'),
+    import('@opentelemetry/instrumentation-pg'),
+  ]);
   const sdk = new NodeSDK({
     serviceName: config.OTEL_SERVICE_NAME,
     instrumentations: [
       new HttpInstrumentation({
         ignoreIncomingRequestHook: (req) => UNTRACED_PATHS.test(req.url ?? ''),
       }),
-      new ExpressInstrumentation(),
+      // Route and handler spans only: a span per middleware (request id, body parser, CORS…) is noise and cost.
+      new ExpressInstrumentation({ ignoreLayersType: [ExpressLayerType.MIDDLEWARE] }),
       // requireParentSpan: pool pings and the LISTEN connection's traffic outside any request stay untraced.
       new PgInstrumentation({ requireParentSpan: true }),
     ],
