@@ -101,7 +101,7 @@ describe('tracing in the server process (OTLP export, auto-instrumentation)', ()
     // The HTTP span continues the client's traceparent header; the MCP span sits under it (no _meta here).
     expect(http.parentSpanId).toBe(parent);
     const chain = new Map(inTrace.map((s) => [s.spanId, s]));
-    let up: OtlpSpan | undefined = mcp!;
+    let up: OtlpSpan | undefined = mcp;
     while (up && up.spanId !== http.spanId) up = up.parentSpanId ? chain.get(up.parentSpanId) : undefined;
     expect(up).toBe(http);
     // pg spans of the request (the session lookup) descend from the MCP span.
