@@ -1,4 +1,7 @@
 import type { INestApplication } from '@nestjs/common';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { context, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import {
@@ -129,6 +132,33 @@ describe('OpenTelemetry spans (in-memory exporter, real HTTP)', () => {
     expect(traceId(called)).toBe(meta.traceId);
     expect(parentOf(called)).toBe(meta.spanId);
     expect(called.links.map((l) => l.context.spanId)).toEqual([other.spanId]);
+  });
+
+  it('a request the server sends to the client (elicitation) carries the server span in _meta', async () => {
+    const client = new Client(
+      { name: 'tracing-e2e', version: '1.0.0' },
+      { capabilities: { elicitation: {} } },
+    );
+    await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+    try {
+      const asked: Record<string, unknown>[] = [];
+      client.setRequestHandler(ElicitRequestSchema, (req) => {
+        asked.push(req.params._meta ?? {});
+        return { action: 'accept', content: { username: 'ada', email: 'ada@example.com' } };
+      });
+      const parent = clientTrace();
+      await client.callTool({
+        name: 'test_elicitation',
+        arguments: { message: 'Who?' },
+        _meta: { traceparent: parent.traceparent },
+      });
+      const call = await waitForSpan('call span', (s) => s.name === 'tools/call test_elicitation');
+      expect(traceId(call)).toBe(parent.traceId);
+      expect(asked).toHaveLength(1);
+      expect(asked[0].traceparent).toBe(`00-${parent.traceId}-${spanId(call)}-01`);
+    } finally {
+      await client.close();
+    }
   });
 
   it('marks a JSON-RPC error on the span with error.type and the error code', async () => {
