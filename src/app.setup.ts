@@ -47,6 +47,8 @@ export function configureApp(app: INestApplication): void {
     const incoming = req.header('x-request-id');
     const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : randomUUID();
     res.setHeader('x-request-id', requestId);
+    // One context object for the request: the auth guard adds the principal to it, the access line reads it.
+    const ctx = { requestId };
     const started = process.hrtime.bigint();
     lifecycle.requestStarted();
     let done = false;
@@ -57,13 +59,13 @@ export function configureApp(app: INestApplication): void {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       const route = (req.route as { path?: string } | undefined)?.path;
       metrics.observeHttp(req.method, route ?? 'unmatched', res.statusCode, seconds);
-      requestContext.run({ requestId }, () =>
+      requestContext.run(ctx, () =>
         access.debug(`${req.method} ${route ?? req.path} ${res.statusCode} ${(seconds * 1000).toFixed(1)}ms`),
       );
     };
     res.once('finish', finish);
     res.once('close', finish);
-    requestContext.run({ requestId }, () => {
+    requestContext.run(ctx, () => {
       if (lifecycle.draining && isMcpPath(req)) {
         res.setHeader('Connection', 'close');
         res.setHeader('Retry-After', '5');

@@ -1,13 +1,8 @@
 import 'reflect-metadata';
-import { NestFactory } from '@nestjs/core';
 import type { Server } from 'node:http';
-import { AppModule } from './app.module.js';
-import { configureApp } from './app.setup.js';
 import { ConfigValidationError, loadConfig } from './config/load-config.js';
-import { startEmbeddedPostgres, type EmbeddedPostgresHandle } from './database/embedded-postgres.js';
-import { redactDatabaseUrl } from './database/redact-url.js';
-import { installGracefulShutdown } from './lifecycle/graceful-shutdown.js';
-import { AppLogger } from './logging/app-logger.js';
+import type { EmbeddedPostgresHandle } from './database/embedded-postgres.js';
+import { startTracing } from './telemetry/tracing-sdk.js';
 
 async function bootstrap(): Promise<void> {
   let config;
@@ -20,7 +15,28 @@ async function bootstrap(): Promise<void> {
     }
     throw err;
   }
+  // Tracing first: the auto-instrumentations patch Nest's HTTP stack and pg as they load, so everything
+  // that imports them is loaded below, after the SDK started.
+  const tracing = await startTracing(config);
+  const [
+    { NestFactory },
+    { AppModule },
+    { configureApp },
+    { startEmbeddedPostgres },
+    { redactDatabaseUrl },
+    { installGracefulShutdown },
+    { AppLogger },
+  ] = await Promise.all([
+    import('@nestjs/core'),
+    import('./app.module.js'),
+    import('./app.setup.js'),
+    import('./database/embedded-postgres.js'),
+    import('./database/redact-url.js'),
+    import('./lifecycle/graceful-shutdown.js'),
+    import('./logging/app-logger.js'),
+  ]);
   const logger = new AppLogger({ json: config.isProduction, level: config.LOG_LEVEL });
+  if (tracing.enabled) logger.log(`tracing on (exporter: ${config.OTEL_TRACES_EXPORTER})`, 'Bootstrap');
   // A promise nobody awaited must not take every session and task of this instance down with it.
   process.on('unhandledRejection', (reason: unknown) => {
     logger.error(
@@ -54,7 +70,10 @@ async function bootstrap(): Promise<void> {
     const app = await NestFactory.create(AppModule.forRoot(config), { bodyParser: false, logger });
     configureApp(app);
     await app.listen(config.PORT, config.HOST);
-    installGracefulShutdown(app, logger, async () => embedded?.stop());
+    installGracefulShutdown(app, logger, async () => {
+      await tracing.shutdown().catch(() => undefined);
+      await embedded?.stop();
+    });
     const address = (app.getHttpServer() as Server).address();
     const port = typeof address === 'object' && address ? address.port : config.PORT;
     logger.log(`listening on http://${config.HOST}:${port}`, 'Bootstrap');

@@ -94,6 +94,8 @@ export class PgBusService implements OnModuleInit, OnApplicationShutdown {
       registers: [metrics.registry],
       collect: () => up.set(this.isHealthy ? 1 : 0),
     });
+    // Both series exist from the start, so rate() and increase() see the first reconnect.
+    for (const result of ['ok', 'error']) this.reconnects.inc({ result }, 0);
     this.published = new Counter({
       name: 'mcp_notifications_published_total',
       help: 'Cross-instance notifications published, by channel.',

@@ -79,6 +79,9 @@ function BoolEnv(): PropertyDecorator {
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'] as const;
 export type LogLevelName = (typeof LOG_LEVELS)[number];
 
+export const TRACES_EXPORTERS = ['none', 'otlp', 'console'] as const;
+export type TracesExporter = (typeof TRACES_EXPORTERS)[number];
+
 export class AppConfig {
   @IntEnv(0, 65535)
   PORT = 3000;
@@ -388,6 +391,27 @@ export class AppConfig {
   /** Run the periodic janitor on this instance (startup recovery runs regardless). */
   @BoolEnv()
   JANITOR_ENABLED = true;
+
+  /**
+   * Tracing is off unless this names an exporter (otlp: OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT; console:
+   * spans on stdout). The other standard OTEL_* variables (endpoint, headers, sampler, service name) are read
+   * by the OpenTelemetry SDK itself; only the on/off decision lives here.
+   */
+  @IsIn(TRACES_EXPORTERS, { message: `OTEL_TRACES_EXPORTER must be one of ${TRACES_EXPORTERS.join(', ')}` })
+  OTEL_TRACES_EXPORTER: TracesExporter = 'none';
+
+  /** service.name of the spans (the standard variable; our default instead of the SDK's unknown_service). */
+  @IsString()
+  @Matches(/^\S{1,128}$/, { message: 'OTEL_SERVICE_NAME must be 1 to 128 non-space characters' })
+  OTEL_SERVICE_NAME = 'mcp-task-server';
+
+  /** The standard kill switch: true turns tracing off whatever OTEL_TRACES_EXPORTER says. */
+  @BoolEnv()
+  OTEL_SDK_DISABLED = false;
+
+  get tracingEnabled(): boolean {
+    return !this.OTEL_SDK_DISABLED && this.OTEL_TRACES_EXPORTER !== 'none';
+  }
 
   get isProduction(): boolean {
     return this.NODE_ENV === 'production';

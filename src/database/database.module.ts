@@ -3,6 +3,7 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { AppConfig } from '../config/app-config.js';
 import { runMigrationsLocked } from './migrations-runner.js';
+import { PoolMetrics } from './pool-metrics.js';
 import { buildDataSourceOptions } from './typeorm-options.js';
 
 /** Applies pending migrations during module init, before any feature module touches a table. */
@@ -42,6 +43,6 @@ export class MigrationsOnBoot implements OnModuleInit {
       },
     }),
   ],
-  providers: [MigrationsOnBoot],
+  providers: [MigrationsOnBoot, PoolMetrics],
 })
 export class DatabaseModule {}

@@ -12,6 +12,7 @@ import { CreatePrincipalAndApiKey1764460200000 } from '../../migrations/17644602
 import { CreateTask1764460300000 } from '../../migrations/1764460300000-create-task.js';
 import { SseStreamCounter1765031400000 } from '../../migrations/1765031400000-sse-stream-counter.js';
 import { TaskChangeVersion1765031500000 } from '../../migrations/1765031500000-task-change-version.js';
+import { AddTaskTraceContext1765047318245 } from '../../migrations/1765047318245-add-task-trace-context.js';
 
 /**
  * The one list of entities and migrations. Explicit classes rather than globs, so the app, the TypeORM CLI
@@ -34,4 +35,5 @@ export const MIGRATIONS = [
   CreateTask1764460300000,
   SseStreamCounter1765031400000,
   TaskChangeVersion1765031500000,
+  AddTaskTraceContext1765047318245,
 ];

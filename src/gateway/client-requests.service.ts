@@ -6,6 +6,7 @@ import type { JsonRpcResponse } from '../protocol/json-rpc.js';
 import { ClientResponsesRepository } from '../sessions/client-responses.repository.js';
 import { McpProtocolError } from '../tool-dispatch/tool-context.js';
 import { StreamHub } from './stream-hub.service.js';
+import { captureTraceContext } from '../telemetry/trace-context.js';
 
 const CHANNEL = 'mcp_client_response';
 
@@ -84,7 +85,11 @@ export class ClientRequestsService implements OnModuleInit {
         },
       });
     });
-    await this.hub.publish(sessionId, streamId, { jsonrpc: '2.0', id, method, params });
+    // MCP trace conventions: a request the server sends carries the server's own trace context in _meta.
+    const traced = captureTraceContext();
+    const meta = typeof params._meta === 'object' && params._meta !== null ? params._meta : {};
+    const sent = traced ? { ...params, _meta: { ...meta, ...traced } } : params;
+    await this.hub.publish(sessionId, streamId, { jsonrpc: '2.0', id, method, params: sent });
     return result;
   }
 

@@ -13,6 +13,7 @@ import { McpMethodsService, SERVER_INFO } from '../protocol/mcp-methods.service.
 import { ProtocolError } from '../protocol/protocol.errors.js';
 import { isLoggingLevel, type RequestContext } from '../protocol/request-context.js';
 import { isLegacyVersion, negotiateLegacyVersion } from '../protocol/versions.js';
+import { currentOperation } from '../telemetry/mcp-operation.js';
 import type { Principal } from '../principals/principal.js';
 import type { McpSession } from '../sessions/session.entity.js';
 import { SessionsService } from '../sessions/sessions.service.js';
@@ -101,6 +102,7 @@ export class LegacyMcpHandler {
       throw ProtocolError.invalidParams('params.clientInfo must be an object', undefined, 400);
     }
     const version = negotiateLegacyVersion(p.protocolVersion);
+    currentOperation()?.setProtocolVersion(version);
     const session = await this.sessions.open(principal, version, caps as Params, info as Params);
     res.setHeader('Mcp-Session-Id', session.id);
     res.status(200).json({
@@ -182,7 +184,9 @@ export class LegacyMcpHandler {
     const id = req.header('mcp-session-id');
     if (!id)
       throw new ProtocolError(JSONRPC.SERVER_ERROR, 'Bad Request: Mcp-Session-Id header is required', 400);
-    return this.sessions.resolve(id.trim(), principal);
+    const session = await this.sessions.resolve(id.trim(), principal);
+    currentOperation()?.setProtocolVersion(session.protocolVersion);
+    return session;
   }
 
   private checkVersionHeader(req: Request): void {
@@ -257,6 +261,7 @@ export class LegacyMcpHandler {
       );
     } catch (err) {
       const mapped = mapError(err, 'legacy');
+      currentOperation()?.failed(mapped.error.code, mapped.error.message);
       await channel.respond(errorResponse(m.id, mapped.error), mapped.httpStatus);
     } finally {
       done();

@@ -2,6 +2,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import { mapError } from '../protocol/error-mapping.js';
 import { errorResponse, resultResponse, type JsonRpcId } from '../protocol/json-rpc.js';
 import type { Era } from '../protocol/request-context.js';
+import { currentOperation } from '../telemetry/mcp-operation.js';
 import type { ResponseChannel } from './response-channel.js';
 
 /**
@@ -31,6 +32,11 @@ export class McpRequestExecutor {
         return;
       }
       outcome = { ok: false as const, mapped: mapError(err, era) };
+    }
+    if (outcome.ok) {
+      if (outcome.result.isError === true) currentOperation()?.toolError();
+    } else {
+      currentOperation()?.failed(outcome.mapped.error.code, outcome.mapped.error.message);
     }
     try {
       if (outcome.ok) await channel.respond(resultResponse(id, outcome.result));

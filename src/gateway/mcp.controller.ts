@@ -10,6 +10,8 @@ import {
   type JsonRpcId,
 } from '../protocol/json-rpc.js';
 import { ProtocolError } from '../protocol/protocol.errors.js';
+import { currentOperation } from '../telemetry/mcp-operation.js';
+import { McpTelemetry } from '../telemetry/mcp-telemetry.service.js';
 import type { Era } from '../protocol/request-context.js';
 import { isModernVersion, META } from '../protocol/versions.js';
 import { AuthChallenges } from '../principals/auth-challenges.js';
@@ -59,6 +61,7 @@ export class McpController {
     private readonly modern: ModernMcpHandler,
     private readonly registry: ToolRegistry,
     private readonly challenges: AuthChallenges,
+    private readonly telemetry: McpTelemetry,
     config: AppConfig,
   ) {
     this.origins = new OriginPolicy(config);
@@ -66,6 +69,19 @@ export class McpController {
 
   @Post()
   async post(@Req() req: Request, @Res() res: Response): Promise<void> {
+    const op = this.telemetry.begin(req);
+    if (!op) return this.handlePost(req, res);
+    try {
+      await this.telemetry.run(op, () => this.handlePost(req, res));
+    } finally {
+      // initialize answers with the new session's id; later requests named it in their header.
+      const created = res.getHeader('mcp-session-id');
+      if (typeof created === 'string' && !req.header('mcp-session-id')) op.setSessionId(created);
+      op.end();
+    }
+  }
+
+  private async handlePost(req: Request, res: Response): Promise<void> {
     let era: Era = 'legacy';
     let id: JsonRpcId | null = null;
     try {
@@ -193,6 +209,7 @@ export class McpController {
 
   private fail(req: Request, res: Response, err: unknown, era: Era, id: JsonRpcId | null): void {
     const mapped = mapError(err, era);
+    currentOperation()?.failed(mapped.error.code, mapped.error.message);
     if (
       err instanceof ToolDispatchError &&
       err.code === ToolDispatchErrorCode.INSUFFICIENT_SCOPE &&

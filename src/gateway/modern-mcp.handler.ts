@@ -14,6 +14,7 @@ import { ToolRegistry } from '../tool-dispatch/tool-registry.service.js';
 import { LifecycleService } from '../lifecycle/lifecycle.service.js';
 import { McpRequestExecutor } from './mcp-request.executor.js';
 import { ModernChannel } from './response-channel.js';
+import { SseStreams } from './sse-streams.service.js';
 import { SseWriter } from './sse-writer.js';
 
 type Params = Record<string, unknown>;
@@ -48,6 +49,7 @@ export class ModernMcpHandler {
     private readonly executor: McpRequestExecutor,
     private readonly registry: ToolRegistry,
     private readonly lifecycle: LifecycleService,
+    private readonly streams: SseStreams,
     private readonly config: AppConfig,
   ) {
     this.stateCodec = new RequestStateCodec(config.MRTR_STATE_SECRET);
@@ -177,6 +179,7 @@ export class ModernMcpHandler {
     const channel = new ModernChannel(res, {
       keepAliveMs: this.config.SSE_KEEPALIVE_MS,
       retryMs: this.config.SSE_RETRY_MS,
+      onStream: (writer) => this.streams.track('stateless', writer),
     });
     const controller = new AbortController();
     // Closing the response (or the request) before the answer is a cancellation in this era.
@@ -266,6 +269,7 @@ export class ModernMcpHandler {
       throw err;
     }
     const writer = new SseWriter(res, this.config.SSE_KEEPALIVE_MS);
+    this.streams.track('stateless', writer);
     writer.onClose(() => closed.abort());
     this.lifecycle.onDrain(() => writer.end());
     writer.send({

@@ -21,6 +21,8 @@ export interface ResponseChannel {
 export interface SseSettings {
   keepAliveMs: number;
   retryMs: number;
+  /** Told about every SSE stream the channel opens (for the open-streams gauge). */
+  onStream?: (writer: SseWriter) => void;
 }
 
 /**
@@ -102,7 +104,10 @@ export class ModernChannel implements ResponseChannel {
   ) {}
 
   async openStream(): Promise<string> {
-    this.writer ??= new SseWriter(this.res, this.sse.keepAliveMs);
+    if (!this.writer) {
+      this.writer = new SseWriter(this.res, this.sse.keepAliveMs);
+      this.sse.onStream?.(this.writer);
+    }
     return 'modern';
   }
 

@@ -1,12 +1,11 @@
 import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
-import { Gauge } from 'prom-client';
 import type { EntityManager } from 'typeorm';
 import { PgBusService } from '../bus/pg-bus.service.js';
 import { AppConfig } from '../config/app-config.js';
 import { LifecycleService } from '../lifecycle/lifecycle.service.js';
-import { MetricsService } from '../metrics/metrics.service.js';
 import { SseEventsRepository } from '../sessions/sse-events.repository.js';
 import type { SseWriter } from './sse-writer.js';
+import { SseStreams } from './sse-streams.service.js';
 
 const CHANNEL = 'mcp_stream';
 export const STANDALONE_STREAM = 'g';
@@ -46,22 +45,14 @@ interface Holder {
 export class StreamHub implements OnModuleInit {
   private readonly logger = new Logger(StreamHub.name);
   private readonly holders = new Map<string, Holder>();
-  private readonly activeStreams: Gauge;
 
   constructor(
     private readonly events: SseEventsRepository,
     private readonly bus: PgBusService,
     private readonly config: AppConfig,
     private readonly lifecycle: LifecycleService,
-    metrics: MetricsService,
-  ) {
-    this.activeStreams = new Gauge({
-      name: 'mcp_sse_streams_active',
-      help: 'Open SSE streams held by this instance.',
-      collect: () => this.activeStreams.set(this.holders.size),
-      registers: [metrics.registry],
-    });
-  }
+    private readonly streams: SseStreams,
+  ) {}
 
   onModuleInit(): void {
     this.bus.subscribe(CHANNEL, (p) => {
@@ -143,6 +134,7 @@ export class StreamHub implements OnModuleInit {
       endOnFinal,
     };
     this.holders.set(k, holder);
+    this.streams.track(endOnFinal ? 'request' : 'standalone', writer);
     writer.onClose(() => {
       if (this.holders.get(k) === holder) this.holders.delete(k);
     });
@@ -165,7 +157,10 @@ export class StreamHub implements OnModuleInit {
         const rows = await this.events.readAfter(sessionId, streamId, holder.lastSeq);
         for (const row of rows) {
           holder.lastSeq = row.seq;
-          if (row.payload) holder.writer.send(row.payload, formatEventId(streamId, row.seq));
+          if (row.payload) {
+            holder.writer.send(row.payload, formatEventId(streamId, row.seq));
+            this.streams.delivered(row.createdAt);
+          }
           if (row.final && holder.endOnFinal) {
             holder.writer.end();
             return;

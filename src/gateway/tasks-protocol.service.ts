@@ -11,6 +11,7 @@ import { legacyTask, modernCreateTaskResult, modernDetailedTask } from '../tasks
 import { TaskError, TaskErrorCode } from '../tasks/tasks.errors.js';
 import { TasksService } from '../tasks/tasks.service.js';
 import { TaskRunnerService } from '../tasks/task-runner.service.js';
+import { inTaskSpan, startTaskSpan } from '../telemetry/task-spans.js';
 import { McpProtocolError } from '../tool-dispatch/tool-context.js';
 import { LegacyMcpHandler } from './legacy-mcp.handler.js';
 import { ModernMcpHandler } from './modern-mcp.handler.js';
@@ -81,11 +82,18 @@ export class TasksProtocolService implements OnModuleInit {
     // drains it when woken at commit or, if that NOTIFY is lost, at the resync after its bus reconnects.
     this.tasks.onChangeInTransaction(async (tx, task) => {
       if (task.era !== 'legacy' || !task.sessionId) return;
-      await this.hub.publishInTransaction(tx, task.sessionId, STANDALONE_STREAM, {
-        jsonrpc: '2.0',
-        method: 'notifications/tasks/status',
-        params: legacyTask(task),
-      });
+      const sessionId = task.sessionId;
+      await inTaskSpan(
+        'notifications/tasks/status',
+        task,
+        () =>
+          this.hub.publishInTransaction(tx, sessionId, STANDALONE_STREAM, {
+            jsonrpc: '2.0',
+            method: 'notifications/tasks/status',
+            params: legacyTask(task),
+          }),
+        { 'mcp.method.name': 'notifications/tasks/status', 'mcp.task.status': task.status },
+      );
     });
   }
 
@@ -315,7 +323,14 @@ export class TasksProtocolService implements OnModuleInit {
     const baseline = this.tasks.versioned(ownerId, ids);
     const subscription = new TaskSubscription(
       (wanted) => this.tasks.versioned(ownerId, wanted),
-      (task) => send('notifications/tasks', modernDetailedTask(task)),
+      (task) => {
+        const span = startTaskSpan('notifications/tasks', task, {
+          'mcp.method.name': 'notifications/tasks',
+          'mcp.task.status': task.status,
+        });
+        send('notifications/tasks', modernDetailedTask(task));
+        span.end();
+      },
       (err) =>
         this.logger.warn(
           `task subscription read failed: ${err instanceof Error ? err.message : String(err)}`,

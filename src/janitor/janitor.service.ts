@@ -4,6 +4,9 @@ import { Counter, Gauge, Histogram } from 'prom-client';
 import { AppConfig } from '../config/app-config.js';
 import { InstancesService } from '../instances/instances.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';
+import { context, SpanStatusCode, trace } from '@opentelemetry/api';
+import { startTaskSpan } from '../telemetry/task-spans.js';
+import { tracer } from '../telemetry/tracer.js';
 import { TaskMetrics } from '../tasks/task-metrics.service.js';
 import { TasksRepository, type JanitorStep, type SweptTask } from '../tasks/tasks.repository.js';
 
@@ -81,6 +84,22 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
       help: 'Worker-lost steps the janitor postponed because this instance saw a database failure less than TASK_LEASE_MS ago.',
       registers,
     });
+    const { repo: tasks, config: settings, logger } = this;
+    new Gauge({
+      name: 'mcp_janitor_lag_seconds',
+      help: 'Age of the oldest task row the janitor should have swept, by step (expire, delete); 0 when none. Read from the database at scrape, so the same on every instance.',
+      labelNames: ['step'] as const,
+      registers,
+      async collect() {
+        try {
+          const lag = await tasks.janitorLag(settings.TASK_EXPIRED_GRACE_MS);
+          this.set({ step: 'expire' }, lag.expire);
+          this.set({ step: 'delete' }, lag.delete);
+        } catch (err) {
+          logger.warn(`mcp_janitor_lag_seconds: ${err instanceof Error ? err.message : String(err)}`);
+        }
+      },
+    });
     this.lastSuccess = new Gauge({
       name: 'mcp_janitor_last_success_timestamp_seconds',
       help: 'Unix time of the last janitor run that completed on this instance (skipped runs excluded).',
@@ -112,7 +131,11 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
   }
 
   /** Fails live tasks held by stopped or silent instances (never this one). Returns how many. */
-  async recoverOrphans(): Promise<number> {
+  recoverOrphans(): Promise<number> {
+    return this.traced('janitor recover_orphans', () => this.recoverOrphansNow());
+  }
+
+  private async recoverOrphansNow(): Promise<number> {
     let total = 0;
     for (let i = 0; i < MAX_BATCHES_PER_STEP; i++) {
       const rows = await this.repo.failOrphaned(
@@ -129,10 +152,26 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
 
   /** One sweep (also what the schedule calls). Overlapping calls on one instance share the same run. */
   runOnce(): Promise<JanitorReport> {
-    this.sweeping ??= this.sweep().finally(() => {
+    this.sweeping ??= this.traced('janitor sweep', () => this.sweep()).finally(() => {
       this.sweeping = undefined;
     });
     return this.sweeping;
+  }
+
+  /** A root span for a janitor run; the per-task spans it causes join each task's own trace and link here. */
+  private async traced<T>(name: string, fn: () => Promise<T>): Promise<T> {
+    const span = tracer().startSpan(name, { root: true });
+    try {
+      return await context.with(trace.setSpan(context.active(), span), fn);
+    } catch (err) {
+      span.setStatus({
+        code: SpanStatusCode.ERROR,
+        message: err instanceof Error ? err.message : String(err),
+      });
+      throw err;
+    } finally {
+      span.end();
+    }
   }
 
   private async sweep(): Promise<JanitorReport> {
@@ -177,6 +216,7 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
     if (rows.length === 0) return;
     this.rowsTotal.inc({ action: step }, rows.length);
     for (const t of rows) {
+      startTaskSpan(`janitor ${step}`, t, { 'mcp.janitor.action': step, 'mcp.task.status': t.status }).end();
       switch (step) {
         case 'expire':
           this.taskMetrics.taskFinished(t, 'expired');

@@ -2,6 +2,8 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 
 export interface RequestContext {
   requestId: string;
+  /** Set once authentication resolved who is calling. */
+  principalId?: string;
 }
 
 /** Carries the correlation id through everything a request causes, so every log line can name it. */
@@ -9,4 +11,14 @@ export const requestContext = new AsyncLocalStorage<RequestContext>();
 
 export function currentRequestId(): string | undefined {
   return requestContext.getStore()?.requestId;
+}
+
+export function currentPrincipalId(): string | undefined {
+  return requestContext.getStore()?.principalId;
+}
+
+/** Records the authenticated principal on the current request's context (no-op outside a request). */
+export function setRequestPrincipal(principalId: string): void {
+  const store = requestContext.getStore();
+  if (store) store.principalId = principalId;
 }

@@ -8,6 +8,7 @@ import {
 import type { Request, Response } from 'express';
 import { AppConfig } from '../config/app-config.js';
 import { AuthChallenges, requiredScopesMissing } from './auth-challenges.js';
+import { setRequestPrincipal } from '../logging/request-context.js';
 import { AuthMetrics } from './auth-metrics.js';
 import { AuthPassport } from './auth-passport.js';
 import { ANONYMOUS_PRINCIPAL, type RequestWithPrincipal } from './principal.js';
@@ -36,6 +37,7 @@ export class McpAuthGuard implements CanActivate {
     const res = http.getResponse<Response>();
     if (!this.passport.enabled) {
       req.principal = ANONYMOUS_PRINCIPAL;
+      setRequestPrincipal(ANONYMOUS_PRINCIPAL.id);
       return true;
     }
     let outcome;
@@ -58,6 +60,7 @@ export class McpAuthGuard implements CanActivate {
       throw this.challenges.reject(res, this.challenges.insufficientScope(req, []));
     }
     req.principal = outcome.principal;
+    setRequestPrincipal(outcome.principal.id);
     return true;
   }
 }

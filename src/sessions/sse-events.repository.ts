@@ -7,6 +7,8 @@ export interface LoggedEvent {
   seq: string;
   payload: Record<string, unknown> | null;
   final: boolean;
+  /** When the event was committed to the log (database clock). */
+  createdAt: Date;
 }
 
 @Injectable()
@@ -47,7 +49,7 @@ export class SseEventsRepository {
   ): Promise<LoggedEvent[]> {
     const rows = await this.repo
       .createQueryBuilder('e')
-      .select(['e.seq', 'e.payload', 'e.final'])
+      .select(['e.seq', 'e.payload', 'e.final', 'e.createdAt'])
       .where('e.session_id = :sessionId AND e.stream_id = :streamId AND e.seq > :afterSeq', {
         sessionId,
         streamId,
@@ -56,7 +58,12 @@ export class SseEventsRepository {
       .orderBy('e.seq', 'ASC')
       .limit(limit)
       .getMany();
-    return rows.map((r) => ({ seq: String(r.seq), payload: r.payload, final: r.final }));
+    return rows.map((r) => ({
+      seq: String(r.seq),
+      payload: r.payload,
+      final: r.final,
+      createdAt: r.createdAt,
+    }));
   }
 
   async streamHasEvent(sessionId: string, streamId: string, seq: string): Promise<boolean> {

@@ -11,6 +11,8 @@ import { PgBusService } from '../bus/pg-bus.service.js';
 import { AppConfig } from '../config/app-config.js';
 import { InstancesService } from '../instances/instances.service.js';
 import { LifecycleService } from '../lifecycle/lifecycle.service.js';
+import { context, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
+import { startTaskSpan } from '../telemetry/task-spans.js';
 import { isTerminal, isTaskStatus } from './task-state.js';
 import { TaskMetrics } from './task-metrics.service.js';
 import { ProgressThrottle, progressMessage } from './progress-throttle.js';
@@ -47,6 +49,8 @@ interface RunningTask {
   /** The work has returned; what is left is recording its outcome, so there is nothing to abort. */
   settled: boolean;
   done: Promise<void>;
+  /** The run's span, a child of the span that created the task (non-recording when tracing is off). */
+  span: Span;
 }
 
 /** Backoff of a fenced final write that failed (lock_timeout, reset connection, failover). */
@@ -156,10 +160,16 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
       },
       reportProgress: (u) => report(u),
     };
+    const span = startTaskSpan(`execute_tool ${task.toolName}`, task, {
+      'gen_ai.operation.name': 'execute_tool',
+      'mcp.task.input_round': task.inputRounds,
+    });
     const outcome = executor
-      ? Promise.resolve().then(() => executor.execute(task, ctx))
+      ? context.with(trace.setSpan(context.active(), span), () =>
+          Promise.resolve().then(() => executor.execute(task, ctx)),
+        )
       : Promise.reject(new Error('no TaskWorkExecutor is configured'));
-    report = this.launch(task, controller, outcome);
+    report = this.launch(task, controller, outcome, span);
   }
 
   /**
@@ -173,7 +183,12 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     controller: AbortController,
     outcome: Promise<TaskOutcome>,
   ): (u: ProgressReport) => void {
-    return this.launch(task, controller, outcome);
+    // The work started inline under the request's span; this span covers its life as a task.
+    const span = startTaskSpan(`execute_tool ${task.toolName}`, task, {
+      'gen_ai.operation.name': 'execute_tool',
+      'mcp.task.escalated': true,
+    });
+    return this.launch(task, controller, outcome, span);
   }
 
   /**
@@ -227,6 +242,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     task: TaskSnapshot,
     controller: AbortController,
     outcome: Promise<TaskOutcome>,
+    span: Span,
   ): (u: ProgressReport) => void {
     const fence = this.fenceOf(task);
     const entry: RunningTask = {
@@ -245,6 +261,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
       lost: false,
       settled: false,
       done: Promise.resolve(),
+      span,
     };
     const report = (u: ProgressReport): void => {
       if (!entry.settled && !entry.lost) entry.progress.report(progressMessage(u));
@@ -252,6 +269,8 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     if (task.instanceId !== this.instances.instanceId) {
       this.logger.error(`task ${task.id} is not leased to this instance; not running it`);
       controller.abort(new Error('task not leased to this instance'));
+      span.setStatus({ code: SpanStatusCode.ERROR, message: 'task not leased to this instance' });
+      span.end();
       return () => undefined;
     }
     this.running.get(task.id)?.controller.abort(new Error('superseded by a newer run'));
@@ -265,6 +284,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
         this.logger.error(`recording the outcome of task ${task.id} failed: ${describe(err)}`);
       })
       .finally(() => {
+        entry.span.end();
         if (this.running.get(task.id) === entry) this.running.delete(task.id);
       });
     return report;
@@ -276,7 +296,14 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
   ): Promise<void> {
     entry.settled = true;
     await entry.progress.stop();
-    if (entry.shutdown || entry.lost) return;
+    if (entry.shutdown) {
+      entry.span.addEvent('task.shutdown', { 'mcp.task.status': 'failed' });
+      return;
+    }
+    if (entry.lost) {
+      entry.span.addEvent('task.lost');
+      return;
+    }
     let outcome: TaskOutcome;
     if (settled.ok) {
       outcome = settled.outcome;
@@ -285,6 +312,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
       // this run's (cancelled, expired, superseded) and the fenced write below is dropped; if it still is
       // (an abort with no change behind it), the task fails now instead of waiting for its lease to lapse.
       const reason: unknown = entry.controller.signal.reason;
+      entry.span.addEvent('task.aborted');
       outcome = {
         kind: 'failed',
         error: { code: -32603, message: `Task aborted: ${describe(reason)}` },
@@ -323,6 +351,9 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
         break;
       }
     }
+    if (result) traceOutcome(entry.span, outcome, result);
+    else
+      entry.span.setStatus({ code: SpanStatusCode.ERROR, message: `the ${outcome.kind} write never landed` });
     if (result && !result.applied) {
       if (result.reason === 'expired') this.metrics.taskFinished(entry, 'expired');
       // An aborted run losing its task is the expected end of a cancel, not a stale write.
@@ -418,6 +449,29 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
       this.instances.noteDbError();
       this.logger.warn(`lease renewal failed: ${describe(err)}`);
     }
+  }
+}
+
+/** The run's span records what became of the task (the state change it caused, or the dropped write). */
+function traceOutcome(
+  span: Span,
+  outcome: TaskOutcome,
+  result: { applied: boolean; task?: TaskSnapshot | null },
+): void {
+  if (!span.isRecording()) return;
+  if (!result.applied) {
+    span.addEvent('task.stale_write_dropped', { 'mcp.task.outcome': outcome.kind });
+    return;
+  }
+  const status = result.task?.status ?? outcome.kind;
+  span.addEvent('task.status', { 'mcp.task.status': status });
+  span.setAttribute('mcp.task.status', status);
+  if (outcome.kind === 'failed') {
+    span.setAttribute('error.type', String(outcome.error.code));
+    span.setStatus({ code: SpanStatusCode.ERROR, message: outcome.error.message });
+  } else if (outcome.kind === 'completed' && outcome.result.isError === true) {
+    span.setAttribute('error.type', 'tool_error');
+    span.setStatus({ code: SpanStatusCode.ERROR, message: 'tool returned isError' });
   }
 }
 

@@ -1,4 +1,5 @@
 import { Check, Column, Entity, Index, PrimaryColumn } from 'typeorm';
+import type { StoredTraceContext } from '../telemetry/trace-context.js';
 import type { TaskStatus } from './task-state.js';
 import type { InputRequest, TaskEra, TaskErrorPayload } from './task.types.js';
 
@@ -91,4 +92,8 @@ export class Task {
    */
   @Column({ type: 'bigint', default: 0 })
   changeVersion: string;
+
+  /** W3C context of the span that created the task (telemetry/trace-context.ts); null when untraced. */
+  @Column({ type: 'jsonb', nullable: true })
+  traceContext: StoredTraceContext | null;
 }

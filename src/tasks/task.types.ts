@@ -1,3 +1,4 @@
+import type { StoredTraceContext } from '../telemetry/trace-context.js';
 import type { TaskStatus } from './task-state.js';
 
 /** The era that created a task; a task keeps its era's vocabulary for life. */
@@ -54,6 +55,8 @@ export interface TaskSnapshot {
   /** The instance whose worker runs the task now, if any. */
   readonly instanceId: string | null;
   readonly leaseExpiresAt: Date | null;
+  /** The trace context of the span that created the task, or null when it was not traced. */
+  readonly traceContext: StoredTraceContext | null;
 }
 
 /** What the executor reports when a run of the work ends. */

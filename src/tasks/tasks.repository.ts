@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { DataSource, type EntityManager } from 'typeorm';
 import { PgBusService } from '../bus/pg-bus.service.js';
 import { AppConfig } from '../config/app-config.js';
+import type { StoredTraceContext } from '../telemetry/trace-context.js';
 import type { ListPosition } from './task-ids.js';
 import { canTransition, isLive, LIVE_STATUSES, TERMINAL_STATUSES, type TaskStatus } from './task-state.js';
 import { Task } from './task.entity.js';
@@ -41,6 +42,7 @@ export interface NewTask {
   instanceId: string;
   leaseMs: number;
   statusMessage?: string | null;
+  traceContext?: StoredTraceContext | null;
 }
 
 export interface CreationLimits {
@@ -115,6 +117,7 @@ export interface SweptTask {
   toolName: string;
   status: TaskStatus;
   createdAt: Date;
+  traceContext: StoredTraceContext | null;
 }
 
 type Row = Record<string, unknown>;
@@ -170,6 +173,7 @@ export function rowToSnapshot(r: Row): TaskSnapshot {
     generation: toNumber(r.generation),
     instanceId: (r.instance_id as string | null) ?? null,
     leaseExpiresAt: (r.lease_expires_at as Date | null) ?? null,
+    traceContext: (r.trace_context as StoredTraceContext | null) ?? null,
   });
 }
 
@@ -197,6 +201,7 @@ function entityToSnapshot(e: Task): TaskSnapshot {
     generation: Number(e.generation),
     instanceId: e.instanceId,
     leaseExpiresAt: e.leaseExpiresAt,
+    traceContext: e.traceContext ?? null,
   });
 }
 
@@ -265,10 +270,10 @@ export class TasksRepository {
       const rows = await m.query<Row[]>(
         `INSERT INTO task (id, owner_id, session_id, era, tool_name, status, status_message, created_at,
                            last_updated_at, ttl_ms, expires_at, poll_interval_ms, request_params,
-                           instance_id, lease_expires_at)
+                           instance_id, lease_expires_at, trace_context)
          VALUES ($1, $2, $3, $4, $5, 'working', $6, ${NOW_MS}, ${NOW_MS}, $7::int,
                  ${NOW_MS} + $7::int * interval '1 millisecond', $8, $9::jsonb, $10,
-                 now() + $11::int * interval '1 millisecond')
+                 now() + $11::int * interval '1 millisecond', $12::jsonb)
          RETURNING *`,
         [
           t.id,
@@ -282,6 +287,7 @@ export class TasksRepository {
           JSON.stringify(t.requestParams),
           t.instanceId,
           t.leaseMs,
+          t.traceContext ? JSON.stringify(t.traceContext) : null,
         ],
       );
       const task = rowToSnapshot(rows[0]);
@@ -362,6 +368,23 @@ export class TasksRepository {
     const out: Record<string, number> = { working: 0, input_required: 0 };
     for (const r of rows) out[r.status as string] = toNumber(r.n);
     return out;
+  }
+
+  /**
+   * How far behind the janitor is, in seconds (0 when nothing is due): `expire`, since the oldest live task
+   * passed its ttl; `delete`, since the oldest finished task passed ttl + grace. Both use the task_expires_idx.
+   */
+  async janitorLag(graceMs: number): Promise<{ expire: number; delete: number }> {
+    const [r] = await this.dataSource.query<Row[]>(
+      `SELECT
+         COALESCE(EXTRACT(EPOCH FROM now() - (SELECT min(expires_at) FROM task
+            WHERE status IN ${LIVE_SQL} AND expires_at <= now())), 0) AS expire,
+         COALESCE(EXTRACT(EPOCH FROM now() - (SELECT min(expires_at) + $1::int * interval '1 millisecond'
+            FROM task WHERE status IN ${TERMINAL_SQL}
+              AND expires_at + $1::int * interval '1 millisecond' <= now())), 0) AS delete`,
+      [graceMs],
+    );
+    return { expire: toNumber(r.expire), delete: toNumber(r.delete) };
   }
 
   // ---------------------------------------------------------------- owner-scoped writes
@@ -608,7 +631,7 @@ export class TasksRepository {
              SELECT id FROM task
              WHERE status IN ${TERMINAL_SQL} AND expires_at + $2::int * interval '1 millisecond' <= now()
              ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-           RETURNING id, tool_name, status, created_at`,
+           RETURNING id, tool_name, status, created_at, trace_context`,
             [opts.batchSize, opts.graceMs],
           ),
         );
@@ -695,7 +718,13 @@ export class TasksRepository {
     for (const r of rows) {
       const task = rowToSnapshot(r);
       await this.publish(m, task, r.previous_status as TaskStatus);
-      swept.push({ id: task.id, toolName: task.toolName, status: task.status, createdAt: task.createdAt });
+      swept.push({
+        id: task.id,
+        toolName: task.toolName,
+        status: task.status,
+        createdAt: task.createdAt,
+        traceContext: task.traceContext,
+      });
     }
     return swept;
   }
@@ -874,6 +903,7 @@ function toSwept(r: Row): SweptTask {
     toolName: r.tool_name as string,
     status: r.status as TaskStatus,
     createdAt: r.created_at as Date,
+    traceContext: (r.trace_context as StoredTraceContext | null) ?? null,
   };
 }
 

@@ -2,6 +2,8 @@ import { Injectable, type OnApplicationShutdown, type OnModuleInit } from '@nest
 import { PgBusService } from '../bus/pg-bus.service.js';
 import { AppConfig } from '../config/app-config.js';
 import { InstancesService } from '../instances/instances.service.js';
+import { linkActiveSpanToTask } from '../telemetry/task-spans.js';
+import { captureTraceContext } from '../telemetry/trace-context.js';
 import { decideExecution, type CallSignals, type ExecutionDecision } from './execution-decision.js';
 import { decodeCursor, encodeCursor, isWellFormedTaskId, newTaskId } from './task-ids.js';
 import { isTerminal } from './task-state.js';
@@ -150,6 +152,8 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
         instanceId: this.instances.instanceId,
         leaseMs: this.config.TASK_LEASE_MS,
         statusMessage: input.statusMessage ?? null,
+        // The request's span (tools/call …) becomes the task's trace: later work links back to it.
+        traceContext: captureTraceContext(),
       },
       { maxPerOwner: this.config.TASK_MAX_PER_OWNER, maxTotal: this.config.TASK_MAX_TOTAL },
     );
@@ -266,6 +270,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
         r.task,
       );
     }
+    linkActiveSpanToTask(r.task);
     this.metrics.taskFinished(r.task, 'cancelled');
     this.runner.abortLocal(taskId, 'task cancelled');
     return r.task;
@@ -290,6 +295,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
       leaseMs: this.config.TASK_LEASE_MS,
     });
     if (!r) throw TaskError.notFound();
+    linkActiveSpanToTask(r.task);
     if (r.expired) this.expiredHere(r.task);
     if (r.resumed) this.runner.start(r.task);
     return r;

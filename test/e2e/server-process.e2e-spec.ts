@@ -95,9 +95,9 @@ describe('the server process', () => {
       expect(await stopServer(s, 'SIGTERM')).toBe(0);
       const lines = s.output().trim().split('\n');
       const parsed = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
-      expect(parsed.some((l) => l.requestId === 'trace-me-1' && String(l.msg).includes('/health/live'))).toBe(
-        true,
-      );
+      expect(
+        parsed.some((l) => l.request_id === 'trace-me-1' && String(l.msg).includes('/health/live')),
+      ).toBe(true);
       expect(s.output()).not.toContain(new URL(db.url).password || 'no-password-in-url');
       const stopped = await withClient(db.url, (c) => c.query('SELECT stopped_at FROM service_instance'));
       expect(stopped.rows[0].stopped_at).not.toBeNull();

@@ -1,4 +1,10 @@
-import { Module, type DynamicModule, type INestApplication, type Type } from '@nestjs/common';
+import {
+  Module,
+  type DynamicModule,
+  type INestApplication,
+  type LoggerService,
+  type Type,
+} from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { AppModule } from '../../src/app.module.js';
 import { configureApp } from '../../src/app.setup.js';
@@ -9,12 +15,14 @@ class TestRootModule {}
 
 /**
  * The real AppModule and the production HTTP pipeline (configureApp), listening on an ephemeral loopback
- * port, against the given database. `imports` adds test-only modules (a probe controller, say) beside it.
+ * port, against the given database. `imports` adds test-only modules (a probe controller, say) beside it;
+ * `options.logger` replaces the default console logger (to capture what the app logs).
  */
 export async function createTestApp(
   databaseUrl: string,
   env: Record<string, string> = {},
   imports: (Type | DynamicModule)[] = [],
+  options: { logger?: LoggerService } = {},
 ): Promise<INestApplication> {
   const config = loadConfig({ LOG_LEVEL: 'warn', NODE_ENV: 'test', ...env, DATABASE_URL: databaseUrl });
   const root: DynamicModule =
@@ -23,7 +31,7 @@ export async function createTestApp(
       : { module: TestRootModule, imports: [AppModule.forRoot(config), ...imports] };
   const app = await NestFactory.create(root, {
     bodyParser: false,
-    logger: ['error', 'warn'],
+    logger: options.logger ?? ['error', 'warn'],
   });
   configureApp(app);
   await app.listen(0, '127.0.0.1');
