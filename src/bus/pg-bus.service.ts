@@ -121,7 +121,7 @@ export class PgBusService implements OnModuleInit, OnApplicationShutdown {
   }
 
   private async connect(): Promise<void> {
-    const url = this.config.DATABASE_URL;
+    const url = this.config.DATABASE_LISTEN_URL ?? this.config.DATABASE_URL;
     if (!url) throw new Error('DATABASE_URL is not resolved');
     const client = new pg.Client({ connectionString: url, application_name: 'mcp-task-server-listen' });
     client.on('notification', (msg) => this.dispatch(msg.channel, msg.payload));
