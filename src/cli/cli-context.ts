@@ -54,7 +54,7 @@ export function buildCliServices(ds: DataSource, config: AppConfig): CliServices
     config,
     tasks,
     tasksAdmin: new TasksAdminRepository(ds),
-    sessions: new SessionsRepository(ds.getRepository(McpSession)),
+    sessions: new SessionsRepository(ds.getRepository(McpSession), ds),
     sessionsAdmin: new SessionsAdminRepository(ds),
     instancesAdmin: new InstancesAdminRepository(ds),
     janitor: new JanitorService(

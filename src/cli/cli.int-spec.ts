@@ -171,7 +171,7 @@ describe('admin CLI (real PostgreSQL, beside a running server)', () => {
       expect.objectContaining({ id, clientName: 'probe-client', endedAt: null }),
     ]);
     expect(await cli('sessions', 'end', id)).toMatchObject({ code: 0, out: `ended ${id}` });
-    expect((await repo.findLive(id, 'user:ops-test', new Date(0))) === null).toBe(true);
+    expect(await repo.findLive(id, 'user:ops-test', 3_600_000, 60_000)).toBeNull();
     expect(JSON.parse((await cli('sessions', 'list', '--principal', 'user:ops-test', '--json')).out)).toEqual(
       [],
     );

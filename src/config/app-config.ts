@@ -226,6 +226,10 @@ export class AppConfig {
   @BoolEnv()
   MCP_CONFORMANCE_FIXTURES = false;
 
+  /** Registers the benchmark tools echo, echo_task and echo_task_required (src/tools/bench); for bench/ only. */
+  @BoolEnv()
+  MCP_BENCH_TOOLS = false;
+
   @IntEnv(1000, 604800000)
   SESSION_IDLE_TTL_MS = 30 * 60 * 1000;
 

@@ -1,11 +1,43 @@
 import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import { IsNull, LessThan, type Repository } from 'typeorm';
+import { DataSource, IsNull, LessThan, type Repository } from 'typeorm';
+import { runPrepared, type PreparedStatement } from '../database/prepared-query.js';
 import { McpSession } from './session.entity.js';
+
+/**
+ * Every handshake-era request resolves its session, so this read is prepared once per connection and maps its
+ * row by hand. Idleness is judged by the database clock, like every other expiry.
+ */
+const FIND_LIVE: PreparedStatement = {
+  name: 'mcp_session_find_live',
+  text: `SELECT id, principal_id, protocol_version, client_capabilities, client_info, log_level,
+                resource_subscriptions, created_at, last_seen_at, ended_at,
+                last_seen_at < now() - make_interval(secs => $4::float8 / 1000) AS touch_due
+           FROM mcp_session
+          WHERE id = $1 AND principal_id = $2 AND ended_at IS NULL
+            AND last_seen_at >= now() - make_interval(secs => $3::float8 / 1000)`,
+};
+
+interface LiveSessionRow {
+  id: string;
+  principal_id: string;
+  protocol_version: string;
+  client_capabilities: Record<string, unknown>;
+  client_info: Record<string, unknown> | null;
+  log_level: string | null;
+  resource_subscriptions: string[];
+  created_at: Date;
+  last_seen_at: Date;
+  ended_at: Date | null;
+  touch_due: boolean;
+}
 
 @Injectable()
 export class SessionsRepository {
-  constructor(@InjectRepository(McpSession) private readonly repo: Repository<McpSession>) {}
+  constructor(
+    @InjectRepository(McpSession) private readonly repo: Repository<McpSession>,
+    private readonly dataSource: DataSource,
+  ) {}
 
   async create(
     row: Pick<McpSession, 'id' | 'principalId' | 'protocolVersion' | 'clientCapabilities' | 'clientInfo'>,
@@ -23,11 +55,36 @@ export class SessionsRepository {
     return session;
   }
 
-  /** The session if it exists, belongs to the principal, has not ended and was seen after `idleCutoff`. */
-  async findLive(id: string, principalId: string, idleCutoff: Date): Promise<McpSession | null> {
-    const row = await this.repo.findOneBy({ id, principalId, endedAt: IsNull() });
-    if (!row || row.lastSeenAt < idleCutoff) return null;
-    return row;
+  /**
+   * The session if it exists, belongs to the principal, has not ended and was seen within `idleTtlMs`
+   * (database clock); `touchDue` says its last_seen_at is older than `touchAfterMs` and wants refreshing.
+   */
+  async findLive(
+    id: string,
+    principalId: string,
+    idleTtlMs: number,
+    touchAfterMs: number,
+  ): Promise<{ session: McpSession; touchDue: boolean } | null> {
+    const [row] = await runPrepared<LiveSessionRow>(this.dataSource, FIND_LIVE, [
+      id,
+      principalId,
+      idleTtlMs,
+      touchAfterMs,
+    ]);
+    if (!row) return null;
+    const session = Object.assign(new McpSession(), {
+      id: row.id,
+      principalId: row.principal_id,
+      protocolVersion: row.protocol_version,
+      clientCapabilities: row.client_capabilities,
+      clientInfo: row.client_info,
+      logLevel: row.log_level,
+      resourceSubscriptions: row.resource_subscriptions,
+      createdAt: row.created_at,
+      lastSeenAt: row.last_seen_at,
+      endedAt: row.ended_at,
+    });
+    return { session, touchDue: row.touch_due };
   }
 
   async findById(id: string): Promise<McpSession | null> {

@@ -58,13 +58,15 @@ export class SessionsService implements OnApplicationBootstrap, OnApplicationShu
 
   /** The live session for this principal, or SESSION_NOT_FOUND. Refreshes its idle timer. */
   async resolve(id: string, principal: Principal): Promise<McpSession> {
-    const cutoff = new Date(Date.now() - this.config.SESSION_IDLE_TTL_MS);
-    const session = await this.sessions.findLive(id, principal.id, cutoff);
-    if (!session) throw new SessionError(SessionErrorCode.SESSION_NOT_FOUND, 'Session not found');
-    if (Date.now() - session.lastSeenAt.getTime() > TOUCH_INTERVAL_MS) {
-      await this.sessions.touch(id, TOUCH_INTERVAL_MS);
-    }
-    return session;
+    const live = await this.sessions.findLive(
+      id,
+      principal.id,
+      this.config.SESSION_IDLE_TTL_MS,
+      TOUCH_INTERVAL_MS,
+    );
+    if (!live) throw new SessionError(SessionErrorCode.SESSION_NOT_FOUND, 'Session not found');
+    if (live.touchDue) await this.sessions.touch(id, TOUCH_INTERVAL_MS);
+    return live.session;
   }
 
   /** A session by id, whoever owns it: for server-side work (a task's worker), never for a request. */

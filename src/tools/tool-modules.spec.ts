@@ -3,6 +3,7 @@ import type { INestApplicationContext } from '@nestjs/common';
 import { bootToolRegistry } from '../../test/support/tool-registry-context.js';
 import { AppModule } from '../app.module.js';
 import { loadConfig } from '../config/load-config.js';
+import { BenchToolsModule } from './bench/bench-tools.module.js';
 import { ConformanceModule } from './conformance/conformance.module.js';
 import { TextToolsModule } from './example/text-tools.module.js';
 import { toolModules } from './tool-modules.js';
@@ -17,6 +18,18 @@ describe('tool modules', () => {
     expect(toolModules(loadConfig({}))).toEqual([TextToolsModule]);
     expect(toolModules(loadConfig({ MCP_CONFORMANCE_FIXTURES: 'false' }))).toEqual([TextToolsModule]);
     expect(toolModules(loadConfig({ MCP_CONFORMANCE_FIXTURES: 'true' }))).toEqual([ConformanceModule]);
+  });
+
+  it('adds the benchmark tools only with MCP_BENCH_TOOLS=true', async () => {
+    expect(toolModules(loadConfig({ MCP_BENCH_TOOLS: 'true' }))).toEqual([TextToolsModule, BenchToolsModule]);
+    const { app, registry } = await bootToolRegistry(...toolModules(loadConfig({ MCP_BENCH_TOOLS: 'true' })));
+    apps.push(app);
+    const bench = registry.listTools().filter((t) => t.name.startsWith('echo'));
+    expect(bench.map((t) => [t.name, t.taskSupport])).toEqual([
+      ['echo', 'forbidden'],
+      ['echo_task', 'optional'],
+      ['echo_task_required', 'required'],
+    ]);
   });
 
   it('is what AppModule imports', () => {

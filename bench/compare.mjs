@@ -1,0 +1,431 @@
+// Side-by-side benchmark: this server against its peers, same load generator, interleaved runs.
+//
+//   npm run bench:compare                       (builds first; needs TEST_DATABASE_URL or DATABASE_URL)
+//   BENCH_SECONDS=10 BENCH_CLIENTS=32 BENCH_ROUNDS=2 BENCH_ONLY=legacy-inline,tasks-get npm run bench:compare
+//   BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" BENCH_PEERS=false ...   (profile this server alone)
+//
+// Each scenario runs BENCH_CLIENTS closed-loop clients (each sends its next request when the last one answered)
+// for BENCH_SECONDS after a short warm-up, against this server and against the peer that offers the same thing:
+//   legacy-inline       2025-11-25 tools/call echo in a session     vs official SDK 1.x with sessions
+//   stateless-inline    tools/call echo without a session            vs official SDK 1.x stateless (2025-11-25)
+//   modern-inline       2026-07-28 tools/call echo (stateless era)   vs @rekog/mcp-nest 2.x
+//   legacy-lifecycle    tools/call echo_task with params.task, tasks/get until completed, tasks/result
+//                                                                    vs official SDK 1.x in-memory task store
+//   tasks-get           tasks/get of a finished task                 vs official SDK 1.x in-memory task store
+//   modern-lifecycle    2026-07-28 echo_task_required: tools/call → CreateTaskResult, tasks/get until done (ours only)
+// Rounds alternate which server goes first. Server CPU comes from /proc/<pid>/stat; PostgreSQL CPU is the
+// summed CPU of the backends connected to the scratch database. The table goes to stdout and, with the
+// machine's description, to bench/results/compare-<timestamp>.md. Not run in CI.
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { admin, pct } from './bench-support.mjs';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);
+const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 32);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
+const ONLY = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(',')) : undefined;
+const LEGACY = '2025-11-25';
+const MODERN = '2026-07-28';
+const TICKS = 100; // clock ticks per second of /proc/<pid>/stat on Linux
+
+const serverUrl = process.env.TEST_DATABASE_URL ?? process.env.DATABASE_URL;
+if (!serverUrl) {
+  console.error('Set TEST_DATABASE_URL (a PostgreSQL server on which a scratch database is created).');
+  process.exit(2);
+}
+
+// ---------- HTTP client: one keep-alive agent, JSON or SSE answers ----------
+const agent = new http.Agent({ keepAlive: true, maxSockets: CLIENTS * 2 });
+
+function post(url, body, headers = {}) {
+  const data = JSON.stringify(body);
+  const u = new URL(url);
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      {
+        host: u.hostname,
+        port: u.port,
+        path: u.pathname,
+        method: 'POST',
+        agent,
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'content-length': Buffer.byteLength(data),
+          ...headers,
+        },
+      },
+      (res) => {
+        const chunks = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString();
+          let json;
+          if ((res.headers['content-type'] ?? '').includes('text/event-stream')) {
+            for (const line of text.split('\n')) {
+              if (!line.startsWith('data:')) continue;
+              const msg = JSON.parse(line.slice(5));
+              if ('result' in msg || 'error' in msg) json = msg;
+            }
+          } else if (text) json = JSON.parse(text);
+          resolve({ status: res.statusCode, headers: res.headers, json });
+        });
+      },
+    );
+    req.on('error', reject);
+    req.end(data);
+  });
+}
+
+let rpcId = 0;
+let polls = 0; // tasks/get calls made by the lifecycle scenarios, reported per lifecycle
+function ok(answer, what) {
+  if (answer.status >= 300 || !answer.json || answer.json.error) {
+    throw new Error(`${what}: HTTP ${answer.status} ${JSON.stringify(answer.json)}`);
+  }
+  return answer.json.result;
+}
+
+async function legacyCall(url, sid, method, params) {
+  const headers = { 'mcp-protocol-version': LEGACY, ...(sid ? { 'mcp-session-id': sid } : {}) };
+  return ok(await post(url, { jsonrpc: '2.0', id: ++rpcId, method, params }, headers), method);
+}
+
+async function openSession(url) {
+  const init = await post(url, {
+    jsonrpc: '2.0',
+    id: ++rpcId,
+    method: 'initialize',
+    params: { protocolVersion: LEGACY, capabilities: {}, clientInfo: { name: 'bench', version: '1.0.0' } },
+  });
+  ok(init, 'initialize');
+  const sid = init.headers['mcp-session-id'];
+  const ack = await post(
+    url,
+    { jsonrpc: '2.0', method: 'notifications/initialized' },
+    { 'mcp-session-id': sid, 'mcp-protocol-version': LEGACY },
+  );
+  if (ack.status !== 202) throw new Error(`notifications/initialized: HTTP ${ack.status}`);
+  return sid;
+}
+
+const EXT = { extensions: { 'io.modelcontextprotocol/tasks': {} } };
+async function modernCall(url, method, params, name, caps = {}) {
+  const body = {
+    jsonrpc: '2.0',
+    id: ++rpcId,
+    method,
+    params: {
+      ...params,
+      _meta: {
+        'io.modelcontextprotocol/protocolVersion': MODERN,
+        'io.modelcontextprotocol/clientCapabilities': caps,
+        'io.modelcontextprotocol/clientInfo': { name: 'bench', version: '1.0.0' },
+      },
+    },
+  };
+  const headers = {
+    'mcp-protocol-version': MODERN,
+    'mcp-method': method,
+    ...(name ? { 'mcp-name': name } : {}),
+  };
+  return ok(await post(url, body, headers), method);
+}
+
+const echoArgs = (i) => ({ name: 'echo', arguments: { text: `hello ${i}` } });
+
+// ---------- scenarios: setup(url) per client, then op(state) in a closed loop ----------
+async function legacyLifecycle(url, sid) {
+  const created = await legacyCall(url, sid, 'tools/call', {
+    name: 'echo_task',
+    arguments: { text: 'task' },
+    task: { ttl: 600000 },
+  });
+  const taskId = created.task.taskId;
+  for (let i = 0; ; i++) {
+    const t = await legacyCall(url, sid, 'tasks/get', { taskId });
+    polls++;
+    if (t.status === 'completed') break;
+    if (t.status !== 'working') throw new Error(`task ended ${t.status}`);
+    if (i > 10000) throw new Error('task never completed');
+  }
+  await legacyCall(url, sid, 'tasks/result', { taskId });
+  return taskId;
+}
+
+const SCENARIOS = [
+  {
+    name: 'legacy-inline',
+    what: '2025-11-25 tools/call echo, in a session',
+    peer: ['sdk', 'sessions'],
+    setup: async (url) => ({ url, sid: await openSession(url) }),
+    op: (s, i) => legacyCall(s.url, s.sid, 'tools/call', echoArgs(i)),
+  },
+  {
+    // This server serves sessionless calls in the 2026-07-28 era; the SDK 1.x peer in its stateless 2025-11-25 mode.
+    name: 'stateless-inline',
+    what: 'tools/call echo without a session (ours 2026-07-28, SDK stateless 2025-11-25)',
+    peer: ['sdk', 'stateless'],
+    setup: async (url) => ({ url }),
+    op: (s, i) => modernCall(s.url, 'tools/call', echoArgs(i), 'echo'),
+    peerOp: (s, i) => legacyCall(s.url, undefined, 'tools/call', echoArgs(i)),
+  },
+  {
+    name: 'modern-inline',
+    what: '2026-07-28 tools/call echo (stateless era)',
+    peer: ['mcp-nest'],
+    setup: async (url) => ({ url }),
+    op: (s, i) => modernCall(s.url, 'tools/call', echoArgs(i), 'echo'),
+  },
+  {
+    name: 'legacy-lifecycle',
+    what: '2025-11-25 task: create, tasks/get until done, tasks/result',
+    peer: ['sdk', 'tasks'],
+    setup: async (url) => ({ url, sid: await openSession(url) }),
+    op: (s) => legacyLifecycle(s.url, s.sid),
+  },
+  {
+    name: 'tasks-get',
+    what: '2025-11-25 tasks/get of a finished task',
+    peer: ['sdk', 'tasks'],
+    setup: async (url) => {
+      const sid = await openSession(url);
+      return { url, sid, taskId: await legacyLifecycle(url, sid) };
+    },
+    op: (s) => legacyCall(s.url, s.sid, 'tasks/get', { taskId: s.taskId }),
+  },
+  {
+    name: 'modern-lifecycle',
+    what: '2026-07-28 required task: tools/call, tasks/get until done',
+    peer: undefined,
+    setup: async (url) => ({ url }),
+    op: async (s) => {
+      const created = await modernCall(
+        s.url,
+        'tools/call',
+        { name: 'echo_task_required', arguments: { text: 'task' } },
+        'echo_task_required',
+        EXT,
+      );
+      if (created.resultType !== 'task') throw new Error(`expected a task: ${JSON.stringify(created)}`);
+      for (let i = 0; ; i++) {
+        const t = await modernCall(s.url, 'tasks/get', { taskId: created.taskId }, created.taskId, EXT);
+        polls++;
+        if (t.status === 'completed') return;
+        if (t.status !== 'working') throw new Error(`task ended ${t.status}`);
+        if (i > 10000) throw new Error('task never completed');
+      }
+    },
+  },
+].filter((s) => !ONLY || ONLY.has(s.name));
+
+// ---------- processes ----------
+function cpuSeconds(pid) {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / TICKS; // utime + stime
+  } catch {
+    return 0;
+  }
+}
+
+/** CPU of the PostgreSQL backends serving `database` (their command line names it). */
+function pgCpuSeconds(database) {
+  if (!database) return 0;
+  let sum = 0;
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    try {
+      const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+      if (cmd.startsWith('postgres:') && cmd.includes(` ${database} `)) sum += cpuSeconds(pid);
+    } catch {
+      // the backend ended while being read
+    }
+  }
+  return sum;
+}
+
+function spawnServer(label, args, env) {
+  const proc = spawn(process.execPath, args, {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${label} did not start:\n${out}`)), 60000);
+    const onData = (d) => {
+      out += d.toString();
+      const m = /listening on http:\/\/[^:\s]+:(\d+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        proc.stdout.off('data', onData);
+        proc.stdout.resume();
+        proc.stderr.resume();
+        resolve({ label, proc, url: `http://127.0.0.1:${m[1]}/mcp` });
+      }
+    };
+    proc.stdout.on('data', onData);
+    proc.stderr.on('data', (d) => (out += d.toString()));
+    proc.once('exit', (code) => reject(new Error(`${label} exited with ${code}:\n${out}`)));
+  });
+}
+
+async function stop(server) {
+  if (server.proc.exitCode !== null) return;
+  const gone = new Promise((r) => server.proc.once('exit', r));
+  server.proc.kill('SIGTERM');
+  await Promise.race([gone, new Promise((r) => setTimeout(r, 15000))]);
+  if (server.proc.exitCode === null) server.proc.kill('SIGKILL');
+}
+
+async function startOurs(dbName) {
+  const u = new URL(serverUrl);
+  u.pathname = `/${dbName}`;
+  const nodeArgs = process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(' ') : [];
+  return spawnServer('this server', [...nodeArgs, join(ROOT, 'dist', 'src', 'main.js')], {
+    PORT: '0',
+    DATABASE_URL: u.toString(),
+    MCP_BENCH_TOOLS: 'true',
+    LOG_LEVEL: 'log', // 'listening on' is a log-level line; nothing is logged per request at this level
+    DB_POOL_MAX: '20',
+    // The bench is one principal with many tasks and requests: lift the per-owner limits out of its way.
+    TASK_MAX_PER_OWNER: '1000000',
+    TASK_MAX_TOTAL: '100000000',
+    ...(process.env.BENCH_SERVER_ENV
+      ? Object.fromEntries(new URLSearchParams(process.env.BENCH_SERVER_ENV))
+      : {}),
+  });
+}
+
+const startPeer = ([kind, mode]) =>
+  kind === 'sdk'
+    ? spawnServer(`SDK ${mode}`, [join(ROOT, 'bench', 'peers', 'sdk-server.mjs'), mode], {})
+    : spawnServer('@rekog/mcp-nest', [join(ROOT, 'bench', 'peers', 'mcp-nest-server.mjs')], {});
+
+// ---------- the closed loop ----------
+async function measure(scenario, server, database, op) {
+  const states = await Promise.all(Array.from({ length: CLIENTS }, () => scenario.setup(server.url)));
+  const latencies = [];
+  let errors = 0;
+  let firstError;
+  let phase = 'warmup';
+  let count = 0;
+  const loops = states.map(async (state, c) => {
+    let i = 0;
+    while (phase !== 'done') {
+      const started = performance.now();
+      try {
+        await op(state, c * 1_000_000 + i++);
+        if (phase === 'measure') {
+          latencies.push(performance.now() - started);
+          count++;
+        }
+      } catch (err) {
+        errors++;
+        firstError ??= err;
+      }
+    }
+  });
+  await new Promise((r) => setTimeout(r, WARMUP_SECONDS * 1000));
+  const cpu0 = cpuSeconds(server.proc.pid);
+  const polls0 = polls;
+  const pg0 = pgCpuSeconds(database);
+  const t0 = performance.now();
+  phase = 'measure';
+  await new Promise((r) => setTimeout(r, SECONDS * 1000));
+  phase = 'done';
+  const elapsed = (performance.now() - t0) / 1000;
+  const pollsPerOp = count ? (polls - polls0) / count : 0;
+  const cpu = cpuSeconds(server.proc.pid) - cpu0;
+  const pgCpu = pgCpuSeconds(database) - pg0;
+  await Promise.all(loops);
+  if (firstError) console.error(`  ${server.label}: ${errors} errors, first: ${firstError.message}`);
+  latencies.sort((a, b) => a - b);
+  return {
+    rate: count / elapsed,
+    p50: pct(latencies, 50) ?? NaN,
+    p99: pct(latencies, 99) ?? NaN,
+    cpuMs: count ? (cpu * 1000) / count : NaN,
+    pgCpuMs: count ? (pgCpu * 1000) / count : NaN,
+    errors,
+    pollsPerOp,
+  };
+}
+
+function mergeRuns(runs) {
+  const avg = (k) => runs.reduce((s, r) => s + r[k], 0) / runs.length;
+  return {
+    rates: runs.map((r) => r.rate),
+    rate: avg('rate'),
+    p99: Math.max(...runs.map((r) => r.p99)),
+    cpuMs: avg('cpuMs'),
+    pgCpuMs: avg('pgCpuMs'),
+    errors: runs.reduce((s, r) => s + r.errors, 0),
+  };
+}
+
+// ---------- main ----------
+const results = [];
+for (const scenario of SCENARIOS) {
+  const ours = [];
+  const peer = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    // Every run gets its own database, so one run's tasks never slow the next one.
+    const dbName = `bench_cmp_${randomBytes(4).toString('hex')}`;
+    await admin(serverUrl, `CREATE DATABASE "${dbName}"`);
+    const order = round % 2 === 0 ? ['ours', 'peer'] : ['peer', 'ours'];
+    for (const who of order) {
+      if (who === 'peer' && (!scenario.peer || process.env.BENCH_PEERS === 'false')) continue;
+      const server = who === 'ours' ? await startOurs(dbName) : await startPeer(scenario.peer);
+      try {
+        const op = who === 'peer' && scenario.peerOp ? scenario.peerOp : scenario.op;
+        const r = await measure(scenario, server, who === 'ours' ? dbName : undefined, op);
+        (who === 'ours' ? ours : peer).push(r);
+        console.log(
+          `${scenario.name} round ${round + 1} ${server.label}: ${r.rate.toFixed(0)}/s p50 ${r.p50.toFixed(1)} ms ` +
+            `p99 ${r.p99.toFixed(1)} ms cpu ${r.cpuMs.toFixed(2)} ms/op pg ${r.pgCpuMs.toFixed(2)} ms/op` +
+            (r.pollsPerOp ? ` tasks/get per lifecycle ${r.pollsPerOp.toFixed(1)}` : ''),
+        );
+      } finally {
+        await stop(server);
+      }
+    }
+    await admin(serverUrl, `DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
+  }
+  results.push({ scenario, ours: mergeRuns(ours), peer: peer.length ? mergeRuns(peer) : undefined });
+}
+agent.destroy();
+
+const peerName = (p) => (p ? (p[0] === 'sdk' ? `SDK 1.x ${p[1]}` : '@rekog/mcp-nest 2.x') : '—');
+const f0 = (n) => n.toFixed(0);
+const f2 = (n) => (Number.isFinite(n) ? n.toFixed(2) : '—');
+const lines = [
+  `| scenario | this server: ops/s (runs), p99, CPU ms/op server + pg | peer | peer: ops/s (runs), p99, CPU ms/op | ratio |`,
+  `|---|---|---|---|---|`,
+];
+for (const { scenario, ours, peer } of results) {
+  const mine = `${ours.rates.map(f0).join(' / ')}, p99 ${f2(ours.p99)} ms, ${f2(ours.cpuMs)} + ${f2(ours.pgCpuMs)}`;
+  const theirs = peer ? `${peer.rates.map(f0).join(' / ')}, p99 ${f2(peer.p99)} ms, ${f2(peer.cpuMs)}` : '—';
+  const ratio = peer ? `${(ours.rate / peer.rate).toFixed(2)}×` : '—';
+  const errs = ours.errors || peer?.errors ? ` (errors: ${ours.errors}/${peer?.errors ?? 0})` : '';
+  lines.push(
+    `| ${scenario.name}: ${scenario.what} | ${mine} | ${peerName(scenario.peer)} | ${theirs} | ${ratio}${errs} |`,
+  );
+}
+const machine =
+  `${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, ` +
+  `Node ${process.version}, ${CLIENTS} closed-loop clients, ${SECONDS} s windows after ${WARMUP_SECONDS} s warm-up, ` +
+  `${ROUNDS} interleaved rounds`;
+const report = `# bench:compare ${new Date().toISOString()}\n\n${machine}\n\n${lines.join('\n')}\n`;
+console.log(`\n${report}`);
+mkdirSync(join(ROOT, 'bench', 'results'), { recursive: true });
+const file = join(ROOT, 'bench', 'results', `compare-${new Date().toISOString().replace(/[:.]/g, '-')}.md`);
+writeFileSync(file, report);
+console.log(`written to bench/results/${file.split('/').pop()}`);

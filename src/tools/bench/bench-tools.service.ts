@@ -1,0 +1,40 @@
+import { Injectable } from '@nestjs/common';
+import { McpTool } from '../../tool-dispatch/index.js';
+import { EchoInput } from './echo.input.js';
+
+/**
+ * The benchmark's tools (registered only with MCP_BENCH_TOOLS=true). They do no work of their own, so a
+ * benchmark measures the server's cost per call: the same three shapes the peers in bench/peers/ expose.
+ */
+@Injectable()
+export class BenchToolsService {
+  @McpTool({
+    name: 'echo',
+    description: 'Returns its text argument (benchmark tool, never a task).',
+    input: EchoInput,
+    annotations: { readOnlyHint: true, idempotentHint: true },
+  })
+  echo(args: EchoInput): string {
+    return args.text;
+  }
+
+  @McpTool({
+    name: 'echo_task',
+    description: 'Returns its text argument; may run as a task (benchmark tool).',
+    input: EchoInput,
+    taskSupport: 'optional',
+  })
+  echoTask(args: EchoInput): string {
+    return args.text;
+  }
+
+  @McpTool({
+    name: 'echo_task_required',
+    description: 'Returns its text argument; always runs as a task (benchmark tool).',
+    input: EchoInput,
+    taskSupport: 'required',
+  })
+  echoTaskRequired(args: EchoInput): string {
+    return args.text;
+  }
+}
