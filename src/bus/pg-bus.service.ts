@@ -220,7 +220,7 @@ export class PgBusService implements OnModuleInit, OnApplicationShutdown {
    * only tears the half-made connection down (the caller, boot or the reconnect loop, decides what next).
    */
   private async establish(): Promise<void> {
-    const url = this.config.DATABASE_URL;
+    const url = this.config.DATABASE_LISTEN_URL ?? this.config.DATABASE_URL;
     if (!url) throw new Error('DATABASE_URL is not resolved');
     // Setting up takes more round trips than a heartbeat (and happens when the server may be busy recovering).
     const timeoutMs = Math.max(SETUP_TIMEOUT_FLOOR_MS, this.config.BUS_HEARTBEAT_TIMEOUT_MS);

@@ -2,19 +2,44 @@ import 'reflect-metadata';
 import { DataSource } from 'typeorm';
 import { ConfigValidationError, loadConfig } from '../config/load-config.js';
 import { buildDataSourceOptions } from '../database/typeorm-options.js';
-import { ApiKey } from '../principals/api-key.entity.js';
-import { ApiKeysRepository } from '../principals/api-keys.repository.js';
 import { ApiKeyInputError, ApiKeysService } from '../principals/api-keys.service.js';
+import {
+  describeCommandError,
+  runInstancesCommand,
+  runJanitorCommand,
+  runSessionsCommand,
+  runTasksCommand,
+  type CliIo,
+} from './admin-commands.js';
+import { CliUsageError, ExitCode } from './cli-args.js';
+import { buildCliServices, type CliServices } from './cli-context.js';
 
-export interface CliIo {
-  out(line: string): void;
-  err(line: string): void;
-}
+export type { CliIo } from './admin-commands.js';
 
-const USAGE = `usage:
-  apikey create --name NAME [--scopes a,b]   create a key for a service account; prints the key once
+export const USAGE = `usage: npm run cli -- <command> [options]      (add --json for machine-readable output)
+  tasks list [--owner ID] [--status S[,S]] [--tool NAME] [--older-than DUR] [--newer-than DUR] [--limit N]
+                                              tasks of every owner, newest first (DUR: 90s, 15m, 2h, 7d)
+  tasks show TASK_ID                          one task (its status, lease, error; not its arguments)
+  tasks cancel TASK_ID [--reason TEXT]        cancel a live task, as its owner's tasks/cancel would
+  sessions list [--principal ID] [--all] [--limit N]
+                                              handshake-era sessions (--all: ended ones too)
+  sessions end SESSION_ID                     end a session; its next request gets 404
+  instances list [--all]                      server instances, heartbeat state, live tasks held
+  janitor run-once                            one janitor sweep now, under the janitor lock
+  apikey create --name NAME [--scopes a,b]    create a key for a service account; prints the key once
   apikey list                                 list keys (never the secrets)
-  apikey revoke ID                            revoke a key; requests with it get 401 from then on`;
+  apikey revoke ID                            revoke a key; requests with it get 401 from then on
+exit codes: 0 done, 1 not found or failed, 2 usage error, 3 nothing to do (already finished, lock held)`;
+
+type Command = (args: string[], services: CliServices, io: CliIo) => Promise<number>;
+
+const COMMANDS: Record<string, Command> = {
+  tasks: runTasksCommand,
+  sessions: runSessionsCommand,
+  instances: runInstancesCommand,
+  janitor: runJanitorCommand,
+  apikey: (args, s, io) => runApiKeyCommand(args, s.apiKeys, io),
+};
 
 /** `--name x --scopes a,b` → { name: 'x', scopes: 'a,b' }, plus the positional words. */
 function parseArgs(args: string[]): { flags: Record<string, string>; words: string[] } {
@@ -87,48 +112,60 @@ export async function runApiKeyCommand(args: string[], keys: ApiKeysService, io:
 
 /**
  * The operator CLI (`npm run cli -- …`, or `node dist/src/cli/main.js …` in the image). It reads the same
- * environment as the server and talks to DATABASE_URL through the same TypeORM options builder.
+ * environment as the server and talks to DATABASE_URL through the server's own repositories and locks.
  */
 export async function runCli(
   argv: string[],
   env: Record<string, string | undefined>,
   io: CliIo,
 ): Promise<number> {
-  if (argv[0] !== 'apikey') {
-    io.err(USAGE);
-    return 2;
+  const command = COMMANDS[argv[0] ?? ''];
+  if (argv[0] === 'help' || argv[0] === '--help') {
+    io.out(USAGE);
+    return ExitCode.OK;
   }
-  let url: string | undefined;
+  if (!command) {
+    io.err(argv[0] ? `unknown command ${argv[0]}` : 'no command given');
+    io.err(USAGE);
+    return ExitCode.USAGE;
+  }
+  let config;
   try {
-    url = loadConfig(env).DATABASE_URL;
+    config = loadConfig(env);
   } catch (err) {
     if (err instanceof ConfigValidationError) {
       io.err(err.message);
-      return 1;
+      return ExitCode.FAILED;
     }
     throw err;
   }
+  const url = config.DATABASE_URL;
   if (!url) {
     io.err('The CLI needs DATABASE_URL (postgres://user@host:port/db): the database the server uses.');
-    return 1;
+    return ExitCode.FAILED;
   }
   const ds = new DataSource(
-    buildDataSourceOptions({ url, poolMax: 1, applicationName: 'mcp-task-server-cli' }),
+    buildDataSourceOptions({ url, poolMax: 2, applicationName: 'mcp-task-server-cli' }),
   );
-  await ds.initialize();
   try {
-    return await runApiKeyCommand(
-      argv.slice(1),
-      new ApiKeysService(new ApiKeysRepository(ds.getRepository(ApiKey))),
-      io,
-    );
+    await ds.initialize();
   } catch (err) {
-    if (err instanceof ApiKeyInputError) {
+    io.err(`cannot connect to the database: ${err instanceof Error ? err.message : String(err)}`);
+    return ExitCode.FAILED;
+  }
+  try {
+    return await command(argv.slice(1), buildCliServices(ds, config), io);
+  } catch (err) {
+    if (err instanceof CliUsageError || err instanceof ApiKeyInputError) {
       io.err(err.message);
-      return 2;
+      if (err instanceof CliUsageError) io.err(USAGE);
+      return ExitCode.USAGE;
     }
-    io.err(`failed: ${err instanceof Error ? err.message : String(err)} (are the migrations applied?)`);
-    return 1;
+    const known = describeCommandError(err);
+    io.err(
+      known ?? `failed: ${err instanceof Error ? err.message : String(err)} (are the migrations applied?)`,
+    );
+    return ExitCode.FAILED;
   } finally {
     await ds.destroy();
   }

@@ -94,6 +94,16 @@ export class AppConfig {
   @Matches(/^postgres(ql)?:\/\/\S+$/, { message: 'DATABASE_URL must be a postgres:// or postgresql:// URL' })
   DATABASE_URL?: string;
 
+  /**
+   * A direct (unpooled) URL for the one LISTEN connection. Behind PgBouncer in transaction mode LISTEN does
+   * not survive the transaction, so DATABASE_URL may point at the pooler while this points past it.
+   */
+  @IsOptional()
+  @Matches(/^postgres(ql)?:\/\/\S+$/, {
+    message: 'DATABASE_LISTEN_URL must be a postgres:// or postgresql:// URL',
+  })
+  DATABASE_LISTEN_URL?: string;
+
   @IsString()
   DATA_DIR = './.data';
 
@@ -440,6 +450,7 @@ export class AppConfig {
 /** The variables this schema knows, for the README table and for picking them out of the environment. */
 export const CONFIG_KEYS = Object.keys(new AppConfig()).concat(
   'DATABASE_URL',
+  'DATABASE_LISTEN_URL',
   'MCP_RESOURCE_URL',
   'OIDC_ISSUER',
   'OIDC_JWKS_URI',

@@ -1,0 +1,70 @@
+import { SchedulerRegistry } from '@nestjs/schedule';
+import type { DataSource } from 'typeorm';
+import { PgBusService } from '../bus/pg-bus.service.js';
+import type { AppConfig } from '../config/app-config.js';
+import { HealthService } from '../health/health.service.js';
+import { InstancesAdminRepository } from '../instances/instances-admin.repository.js';
+import { InstancesRepository } from '../instances/instances.repository.js';
+import { InstancesService } from '../instances/instances.service.js';
+import { ServiceInstance } from '../instances/service-instance.entity.js';
+import { JanitorService } from '../janitor/janitor.service.js';
+import { LifecycleService } from '../lifecycle/lifecycle.service.js';
+import { MetricsService } from '../metrics/metrics.service.js';
+import { ApiKey } from '../principals/api-key.entity.js';
+import { ApiKeysRepository } from '../principals/api-keys.repository.js';
+import { ApiKeysService } from '../principals/api-keys.service.js';
+import { SessionsAdminRepository } from '../sessions/sessions-admin.repository.js';
+import { McpSession } from '../sessions/session.entity.js';
+import { SessionsRepository } from '../sessions/sessions.repository.js';
+import { TaskMetrics } from '../tasks/task-metrics.service.js';
+import { TasksAdminRepository } from '../tasks/tasks-admin.repository.js';
+import { TasksRepository } from '../tasks/tasks.repository.js';
+
+/** The server's own repositories and services, as the admin commands use them. */
+export interface CliServices {
+  config: AppConfig;
+  tasks: TasksRepository;
+  tasksAdmin: TasksAdminRepository;
+  sessions: SessionsRepository;
+  sessionsAdmin: SessionsAdminRepository;
+  instancesAdmin: InstancesAdminRepository;
+  janitor: JanitorService;
+  apiKeys: ApiKeysService;
+}
+
+/**
+ * Builds the server's classes by hand instead of booting a Nest context: booting would run their lifecycle
+ * hooks, which for a one-shot command are wrong (register this process as a service instance, open a LISTEN
+ * connection, schedule the janitor, fail "orphaned" tasks). Constructed without those hooks, the same
+ * classes give the CLI exactly the server's transactions, row locks, advisory locks and NOTIFYs.
+ */
+export function buildCliServices(ds: DataSource, config: AppConfig): CliServices {
+  const metrics = new MetricsService(); // a throw-away registry: the CLI exposes no /metrics
+  const scheduler = new SchedulerRegistry();
+  const instances = new InstancesService(
+    new InstancesRepository(ds.getRepository(ServiceInstance)),
+    scheduler,
+    config,
+  );
+  const health = new HealthService(ds, new LifecycleService(), config, metrics);
+  // Publishing needs no LISTEN connection: it is a pg_notify inside the caller's transaction.
+  const bus = new PgBusService(config, ds, instances, metrics, health);
+  const tasks = new TasksRepository(ds, bus, config);
+  return {
+    config,
+    tasks,
+    tasksAdmin: new TasksAdminRepository(ds),
+    sessions: new SessionsRepository(ds.getRepository(McpSession), ds),
+    sessionsAdmin: new SessionsAdminRepository(ds),
+    instancesAdmin: new InstancesAdminRepository(ds),
+    janitor: new JanitorService(
+      tasks,
+      config,
+      instances,
+      new TaskMetrics(metrics, tasks),
+      scheduler,
+      metrics,
+    ),
+    apiKeys: new ApiKeysService(new ApiKeysRepository(ds.getRepository(ApiKey))),
+  };
+}

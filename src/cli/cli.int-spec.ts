@@ -1,0 +1,270 @@
+import type { INestApplication } from '@nestjs/common';
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { PgBusService } from '../bus/pg-bus.service.js';
+import { InstancesService } from '../instances/instances.service.js';
+import { SessionsRepository } from '../sessions/sessions.repository.js';
+import { TASK_CHANNEL, TasksRepository } from '../tasks/tasks.repository.js';
+import { createTestApp } from '../../test/support/test-app.js';
+import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
+import { REPO_ROOT } from '../../test/support/server-process.js';
+import { runCli } from './cli.js';
+
+interface CliRun {
+  code: number;
+  out: string;
+  err: string;
+}
+
+/**
+ * The admin CLI against real PostgreSQL, beside a real server app on the same database (the app migrates
+ * it, and its bus hears what the CLI publishes). Most cases call runCli in-process; a few run the built
+ * binary as a child process to check real exit codes and streams.
+ */
+describe('admin CLI (real PostgreSQL, beside a running server)', () => {
+  let db: TestDatabase;
+  let app: INestApplication;
+  let tasks: TasksRepository;
+
+  async function cli(...argv: string[]): Promise<CliRun> {
+    const out: string[] = [];
+    const err: string[] = [];
+    const code = await runCli(
+      argv,
+      { DATABASE_URL: db.url, LOG_LEVEL: 'error' },
+      { out: (l) => out.push(l), err: (l) => err.push(l) },
+    );
+    return { code, out: out.join('\n'), err: err.join('\n') };
+  }
+
+  async function newTask(ownerId: string, toolName: string): Promise<string> {
+    const id = `cli-${randomBytes(6).toString('hex')}`;
+    await tasks.insertWithLimits(
+      {
+        id,
+        ownerId,
+        sessionId: null,
+        era: 'modern',
+        toolName,
+        ttlMs: 3_600_000,
+        pollIntervalMs: 1000,
+        requestParams: { name: toolName, arguments: { secret: 'not-for-operators' } },
+        instanceId: app.get(InstancesService).instanceId,
+        leaseMs: 600_000,
+      },
+      { maxPerOwner: 1000, maxTotal: 1000 },
+    );
+    return id;
+  }
+
+  beforeAll(async () => {
+    db = await createTestDatabase('cli');
+    app = await createTestApp(db.url, { JANITOR_ENABLED: 'false' });
+    tasks = app.get(TasksRepository);
+  });
+  afterAll(async () => {
+    await app.close();
+    await db.drop();
+  });
+
+  describe('tasks', () => {
+    let a1: string;
+    let a2: string;
+    let b1: string;
+
+    beforeAll(async () => {
+      a1 = await newTask('owner-a', 'tool_x');
+      a2 = await newTask('owner-a', 'tool_y');
+      b1 = await newTask('owner-b', 'tool_x');
+      await withClient(db.url, (c) =>
+        c.query(`UPDATE task SET created_at = now() - interval '3 hours' WHERE id = $1`, [a1]),
+      );
+    });
+
+    it('lists every owner with --json, and filters by owner, status, tool and age', async () => {
+      const ids = async (...filters: string[]): Promise<string[]> => {
+        const r = await cli('tasks', 'list', '--json', ...filters);
+        expect(r.code).toBe(0);
+        return (JSON.parse(r.out) as { id: string }[]).map((t) => t.id).sort();
+      };
+      expect(await ids()).toEqual(expect.arrayContaining([a1, a2, b1].sort()));
+      expect(await ids('--owner', 'owner-a')).toEqual([a1, a2].sort());
+      expect(await ids('--tool', 'tool_x', '--owner', 'owner-b')).toEqual([b1]);
+      expect(await ids('--owner', 'owner-a', '--older-than', '2h')).toEqual([a1]);
+      expect(await ids('--owner', 'owner-a', '--newer-than', '1h')).toEqual([a2]);
+      expect(await ids('--owner', 'owner-a', '--status', 'completed,failed')).toEqual([]);
+      expect(await ids('--owner', 'owner-a', '--status=working')).toEqual([a1, a2].sort());
+    });
+
+    it('prints a table by default and never the arguments of a task', async () => {
+      const list = await cli('tasks', 'list', '--owner', 'owner-b');
+      expect(list.out.split('\n')[0]).toBe('id\tstatus\ttool\towner\tcreated\tupdated\tinstance\tmessage');
+      expect(list.out).toContain(`${b1}\tworking\ttool_x\towner-b`);
+      const show = await cli('tasks', 'show', b1);
+      expect(show.code).toBe(0);
+      expect(show.out).toContain(`status: working`);
+      expect(show.out + (await cli('tasks', 'show', b1, '--json')).out).not.toContain('not-for-operators');
+    });
+
+    it('show and cancel of an unknown id exit 1 with a clear message', async () => {
+      for (const cmd of ['show', 'cancel']) {
+        const r = await cli('tasks', cmd, 'no-such-task');
+        expect(r).toEqual({ code: 1, out: '', err: 'no task with id no-such-task' });
+      }
+    });
+
+    it('cancels with the server lock: the row changes, the generation moves, the server hears it', async () => {
+      const heard: unknown[] = [];
+      const bus = app.get(PgBusService);
+      const off = bus.subscribe(TASK_CHANNEL, (p) => heard.push(p));
+      await bus.listening();
+      try {
+        const r = await cli('tasks', 'cancel', a2, '--reason', 'stuck upstream');
+        expect(r).toMatchObject({ code: 0, out: `cancelled ${a2}` });
+        const row = await withClient(db.url, (c) =>
+          c.query<{ status: string; status_message: string; generation: string }>(
+            'SELECT status, status_message, generation FROM task WHERE id = $1',
+            [a2],
+          ),
+        );
+        expect(row.rows[0]).toEqual({
+          status: 'cancelled',
+          status_message: 'stuck upstream',
+          generation: '2',
+        });
+        const t0 = Date.now();
+        while (heard.length === 0 && Date.now() - t0 < 5000) await new Promise((res) => setTimeout(res, 20));
+        expect(heard).toContainEqual(expect.objectContaining({ taskId: a2, status: 'cancelled' }));
+      } finally {
+        off();
+      }
+      const again = await cli('tasks', 'cancel', a2);
+      expect(again.code).toBe(3);
+      expect(again.err).toBe(`task ${a2} is already cancelled; nothing to cancel`);
+    });
+
+    it('many parallel cancels of one task: exactly one applies', async () => {
+      const id = await newTask('owner-c', 'tool_x');
+      const runs = await Promise.all(Array.from({ length: 8 }, () => cli('tasks', 'cancel', id, '--json')));
+      expect(runs.map((r) => r.code).sort()).toEqual([0, 3, 3, 3, 3, 3, 3, 3]);
+      const generation = await withClient(db.url, (c) =>
+        c.query<{ generation: string }>('SELECT generation FROM task WHERE id = $1', [id]),
+      );
+      expect(generation.rows[0].generation).toBe('2');
+    });
+  });
+
+  it('sessions: lists live ones, ends one (then it is gone for the server too), refuses twice', async () => {
+    const repo = app.get(SessionsRepository);
+    const id = `s-${randomBytes(8).toString('hex')}`;
+    await repo.create({
+      id,
+      principalId: 'user:ops-test',
+      protocolVersion: '2025-11-25',
+      clientCapabilities: {},
+      clientInfo: { name: 'probe-client', version: '1' },
+    });
+    const listed = await cli('sessions', 'list', '--principal', 'user:ops-test', '--json');
+    expect(JSON.parse(listed.out)).toEqual([
+      expect.objectContaining({ id, clientName: 'probe-client', endedAt: null }),
+    ]);
+    expect(await cli('sessions', 'end', id)).toMatchObject({ code: 0, out: `ended ${id}` });
+    expect(await repo.findLive(id, 'user:ops-test', 3_600_000, 60_000)).toBeNull();
+    expect(JSON.parse((await cli('sessions', 'list', '--principal', 'user:ops-test', '--json')).out)).toEqual(
+      [],
+    );
+    expect(
+      JSON.parse((await cli('sessions', 'list', '--principal', 'user:ops-test', '--all', '--json')).out),
+    ).toEqual([expect.objectContaining({ id, endedAt: expect.any(String) })]);
+    expect((await cli('sessions', 'end', id)).code).toBe(3);
+    expect(await cli('sessions', 'end', 'nope')).toMatchObject({ code: 1, err: 'no session with id nope' });
+  });
+
+  it('instances: shows the running server as alive with the live tasks it holds', async () => {
+    const live = await withClient(db.url, (c) =>
+      c.query<{ n: string }>(`SELECT count(*) AS n FROM task WHERE status IN ('working', 'input_required')`),
+    );
+    const r = await cli('instances', 'list', '--json');
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.out)).toEqual([
+      expect.objectContaining({
+        id: app.get(InstancesService).instanceId,
+        state: 'alive',
+        liveTasks: Number(live.rows[0].n),
+      }),
+    ]);
+  });
+
+  it('janitor run-once: the server sweep fails an expired task and reports it', async () => {
+    const id = await newTask('owner-d', 'tool_x');
+    await withClient(db.url, (c) =>
+      c.query(`UPDATE task SET expires_at = now() - interval '5 seconds' WHERE id = $1`, [id]),
+    );
+    const r = await cli('janitor', 'run-once', '--json');
+    expect(r.code).toBe(0);
+    const report = JSON.parse(r.out);
+    expect(report.result).toBe('ok');
+    expect(report.rows.expire).toBeGreaterThanOrEqual(1);
+    const row = await withClient(db.url, (c) => c.query('SELECT status FROM task WHERE id = $1', [id]));
+    expect(row.rows[0].status).toBe('failed');
+  });
+
+  it.each([
+    [['tasks', 'list', '--status', 'bogus'], /--status must be among/],
+    [['tasks', 'list', '--older-than', 'yesterday'], /duration such as/],
+    [['tasks', 'list', '--frob'], /unknown option --frob/],
+    [['tasks', 'cancel'], /missing TASK_ID/],
+    [['tasks', 'explode'], /unknown tasks command explode/],
+    [['sessions', 'list', '--limit', '0'], /--limit must be an integer/],
+    [['instances'], /instances needs a command/],
+    [['janitor', 'run-twice'], /unknown janitor command/],
+  ])('usage error %j exits 2', async (argv, message) => {
+    const r = await cli(...argv);
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(message);
+    expect(r.err).toContain('usage: npm run cli');
+  });
+
+  describe('as a process', () => {
+    const run = async (...argv: string[]): Promise<CliRun> => {
+      try {
+        const { stdout, stderr } = await promisify(execFile)(
+          process.execPath,
+          [join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js'), ...argv],
+          { env: { PATH: process.env.PATH, DATABASE_URL: db.url } },
+        );
+        return { code: 0, out: stdout, err: stderr };
+      } catch (e) {
+        const err = e as { code: number; stdout: string; stderr: string };
+        return { code: err.code, out: err.stdout, err: err.stderr };
+      }
+    };
+
+    it('exits 0 with JSON on stdout, 1 for an unknown task, 2 for an unknown command', async () => {
+      const list = await run('instances', 'list', '--json');
+      expect(list.code).toBe(0);
+      expect(Array.isArray(JSON.parse(list.out))).toBe(true);
+      const missing = await run('tasks', 'show', 'nope');
+      expect(missing).toMatchObject({ code: 1, out: '' });
+      expect(missing.err).toContain('no task with id nope');
+      const bad = await run('frobnicate');
+      expect(bad.code).toBe(2);
+      expect(bad.err).toContain('unknown command frobnicate');
+    });
+
+    it('exits 1 with a clear message when the database is unreachable', async () => {
+      const { stderr, code } = await promisify(execFile)(
+        process.execPath,
+        [join(REPO_ROOT, 'dist', 'src', 'cli', 'main.js'), 'tasks', 'list'],
+        { env: { PATH: process.env.PATH, DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' } },
+      ).then(
+        (r) => ({ ...r, code: 0 }),
+        (e: { code: number; stderr: string }) => e,
+      );
+      expect(code).toBe(1);
+      expect(stderr).toMatch(/cannot connect to the database/);
+    });
+  });
+});

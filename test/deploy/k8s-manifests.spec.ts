@@ -1,0 +1,117 @@
+import 'reflect-metadata';
+import { PATH_METADATA } from '@nestjs/common/constants.js';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parse, parseAllDocuments } from 'yaml';
+import { AppConfig, CONFIG_KEYS } from '../../src/config/app-config.js';
+import { loadConfig } from '../../src/config/load-config.js';
+import { HealthController } from '../../src/health/health.controller.js';
+import { DEPLOY_DIR } from '../support/deploy-files.js';
+
+type Doc = Record<string, any>;
+
+const K8S = join(DEPLOY_DIR, 'k8s');
+const read = (f: string): Doc[] =>
+  parseAllDocuments(readFileSync(join(K8S, f), 'utf8')).map((d) => {
+    if (d.errors.length > 0) throw new Error(`${f}: ${d.errors.map((e) => e.message).join('; ')}`);
+    return d.toJS() as Doc;
+  });
+
+/** The route the app serves for a HealthController method, from Nest's own routing metadata. */
+function healthRoute(method: 'live' | 'ready'): string {
+  const base = Reflect.getMetadata(PATH_METADATA, HealthController) as string;
+  const path = Reflect.getMetadata(PATH_METADATA, HealthController.prototype[method]) as string;
+  return `/${base}/${path}`;
+}
+
+/**
+ * The Kubernetes manifests, checked without a cluster: they parse, the kustomization lists what exists, and
+ * every value that must agree with the app does (probe routes, port, grace period, config variable names).
+ */
+describe('deploy/k8s manifests', () => {
+  const kustomization = parse(readFileSync(join(K8S, 'kustomization.yaml'), 'utf8')) as {
+    resources: string[];
+  };
+  const docs = kustomization.resources.flatMap(read);
+  const byKind = (kind: string): Doc => {
+    const found = docs.filter((d) => d.kind === kind);
+    expect(found).toHaveLength(1);
+    return found[0];
+  };
+  const deployment = byKind('Deployment');
+  const configMap = byKind('ConfigMap');
+  const pod = deployment.spec.template.spec;
+  const container = pod.containers[0];
+  // The config the pods get: the ConfigMap's values, validated by the app's own schema.
+  const config: AppConfig = loadConfig({
+    ...configMap.data,
+    DATABASE_URL: 'postgres://placeholder@db/mcp',
+    MRTR_STATE_SECRET: 'x'.repeat(32),
+  });
+
+  it('holds a Deployment, Service, PodDisruptionBudget and HorizontalPodAutoscaler that parse', () => {
+    expect(docs.map((d) => d.kind).sort()).toEqual(
+      ['ConfigMap', 'Deployment', 'HorizontalPodAutoscaler', 'PodDisruptionBudget', 'Service'].sort(),
+    );
+    for (const d of docs) expect(d.metadata.name).toMatch(/^mcp-task-server/);
+  });
+
+  it('sets only variables the config schema knows, and secrets only by reference', () => {
+    const names = [...Object.keys(configMap.data), ...container.env.map((e: Doc) => e.name)];
+    expect(names.filter((n) => !CONFIG_KEYS.includes(n))).toEqual([]);
+    for (const e of container.env) {
+      expect(e.value).toBeUndefined();
+      expect(e.valueFrom.secretKeyRef.name).toBe('mcp-task-server');
+    }
+    for (const secret of ['DATABASE_URL', 'MRTR_STATE_SECRET', 'DATABASE_LISTEN_URL', 'METRICS_TOKEN']) {
+      expect(configMap.data[secret]).toBeUndefined();
+      expect(container.env.map((e: Doc) => e.name)).toContain(secret);
+    }
+    // The example Secret carries every key the Deployment refers to.
+    const example = read('secret.example.yaml')[0];
+    for (const e of container.env)
+      expect(Object.keys(example.stringData)).toContain(e.valueFrom.secretKeyRef.key);
+  });
+
+  it('probes the app’s real health routes on its port', () => {
+    const port = container.ports.find((p: Doc) => p.name === 'http');
+    expect(port.containerPort).toBe(config.PORT);
+    expect(container.readinessProbe.httpGet).toEqual({ path: healthRoute('ready'), port: 'http' });
+    expect(container.livenessProbe.httpGet).toEqual({ path: healthRoute('live'), port: 'http' });
+    expect(container.startupProbe.httpGet).toEqual({ path: healthRoute('live'), port: 'http' });
+    // The probe waits longer than the app's own readiness check timeout, so the app answers 503 itself.
+    expect(container.readinessProbe.timeoutSeconds * 1000).toBeGreaterThan(config.HEALTH_DB_TIMEOUT_MS);
+    expect(config.HOST).toBe('0.0.0.0');
+  });
+
+  it('gives a terminating pod preStop + SHUTDOWN_GRACE_MS + a margin before SIGKILL', () => {
+    const preStop = container.lifecycle.preStop.exec.command as string[];
+    expect(preStop[0]).toBe('sleep');
+    const preStopSeconds = Number(preStop[1]);
+    const marginSeconds = 5;
+    expect(pod.terminationGracePeriodSeconds).toBeGreaterThanOrEqual(
+      preStopSeconds + config.SHUTDOWN_GRACE_MS / 1000 + marginSeconds,
+    );
+  });
+
+  it('the Service, PDB and HPA point at the Deployment, without affinity', () => {
+    const labels = deployment.spec.template.metadata.labels;
+    expect(deployment.spec.selector.matchLabels).toEqual(labels);
+    const service = byKind('Service');
+    expect(service.spec.selector).toEqual(labels);
+    expect(service.spec.sessionAffinity ?? 'None').toBe('None');
+    expect(service.spec.ports[0].targetPort).toBe('http');
+    const pdb = byKind('PodDisruptionBudget');
+    expect(pdb.spec.selector.matchLabels).toEqual(labels);
+    const hpa = byKind('HorizontalPodAutoscaler');
+    expect(hpa.spec.scaleTargetRef).toEqual({
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      name: deployment.metadata.name,
+    });
+    // A PDB that allows every replica to go would not protect anything.
+    expect(pdb.spec.maxUnavailable).toBeLessThan(hpa.spec.minReplicas);
+    expect(hpa.spec.minReplicas).toBeGreaterThanOrEqual(2);
+    expect(deployment.spec.strategy.rollingUpdate.maxUnavailable).toBe(0);
+  });
+});

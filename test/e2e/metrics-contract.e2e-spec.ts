@@ -1,0 +1,66 @@
+import type { INestApplication } from '@nestjs/common';
+import request from 'supertest';
+import { LifecycleService } from '../../src/lifecycle/lifecycle.service.js';
+import { alertMetricUses, dashboardMetricUses } from '../support/deploy-files.js';
+import { exposedMetricNames } from '../support/promql.js';
+import { createTestApp } from '../support/test-app.js';
+import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
+
+/**
+ * The dashboards and alert rules may only query metrics the server really exposes: the names come from a
+ * running app's /metrics (TYPE lines included, so labelled counters that have not counted yet still count),
+ * never from a list kept in the test. A renamed or removed metric fails here with the panels that use it.
+ */
+describe('dashboards and alerts against the metrics a running server exposes', () => {
+  let db: TestDatabase;
+  let app: INestApplication;
+  let exposed: Set<string>;
+
+  beforeAll(async () => {
+    db = await createTestDatabase('metrics_contract');
+    app = await createTestApp(db.url);
+    const res = await request(app.getHttpServer()).get('/metrics').expect(200);
+    exposed = exposedMetricNames(res.text);
+  });
+  afterAll(async () => {
+    await app.close();
+    await db.drop();
+  });
+
+  it('every dashboard panel queries only exposed metrics', () => {
+    const broken = [...dashboardMetricUses()]
+      .map(([where, names]) => [where, names.filter((n) => !exposed.has(n))] as const)
+      .filter(([, missing]) => missing.length > 0)
+      .map(([where, missing]) => `${where}: ${missing.join(', ')}`);
+    expect(broken).toEqual([]);
+  });
+
+  it('every alert rule queries only exposed metrics', () => {
+    const broken = [...alertMetricUses()]
+      .map(([where, names]) => [where, names.filter((n) => !exposed.has(n))] as const)
+      .filter(([, missing]) => missing.length > 0)
+      .map(([where, missing]) => `${where}: ${missing.join(', ')}`);
+    expect(broken).toEqual([]);
+  });
+
+  it('counts readiness changes as the probes see them (the flapping alert reads this)', async () => {
+    const http = request(app.getHttpServer());
+    const sample = async (name: string): Promise<number> => {
+      const text = (await http.get('/metrics').expect(200)).text;
+      const m = new RegExp(`^${name} (\\S+)$`, 'm').exec(text);
+      if (!m) throw new Error(`${name} not in /metrics`);
+      return Number(m[1]);
+    };
+    await http.get('/health/ready').expect(200);
+    expect(await sample('mcp_ready')).toBe(1);
+    await http.get('/health/ready').expect(200);
+    expect(await sample('mcp_readiness_changes_total')).toBe(0);
+
+    app.get(LifecycleService).beginDrain();
+    await http.get('/health/ready').expect(503);
+    expect(await sample('mcp_ready')).toBe(0);
+    expect(await sample('mcp_readiness_changes_total')).toBe(1);
+    await http.get('/health/ready').expect(503);
+    expect(await sample('mcp_readiness_changes_total')).toBe(1);
+  });
+});

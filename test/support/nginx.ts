@@ -1,0 +1,124 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { delimiter, join } from 'node:path';
+import { DEPLOY_DIR } from './deploy-files.js';
+
+export interface Nginx {
+  baseUrl: string;
+  /** Upstream address of every request so far, in order (from the access log). */
+  upstreams(): Promise<{ upstream: string; method: string; uri: string; status: number }[]>;
+  output(): string;
+  stop(): Promise<void>;
+}
+
+/** The nginx binary: on PATH, or where Debian puts it (/usr/sbin is not on every user's PATH). */
+export function findNginx(): string {
+  const dirs = [...(process.env.PATH ?? '').split(delimiter), '/usr/sbin', '/usr/local/sbin'];
+  for (const d of dirs) {
+    if (d && existsSync(join(d, 'nginx'))) return join(d, 'nginx');
+  }
+  throw new Error('nginx is not installed (Debian package nginx; .ci/run installs it)');
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      srv.close(() => resolve(typeof addr === 'object' && addr ? addr.port : 0));
+    });
+  });
+}
+
+/**
+ * Starts a real nginx on loopback in front of `upstreams` (host:port), with the committed
+ * deploy/nginx/mcp-proxy.conf. Everything it writes (pid, logs, temp files) stays in its own temp dir.
+ */
+export async function startNginx(upstreams: string[]): Promise<Nginx> {
+  const dir = await mkdtemp(join(tmpdir(), 'mcp-nginx-'));
+  const port = await freePort();
+  const conf = `
+daemon off;
+worker_processes 1;
+pid ${dir}/nginx.pid;
+error_log ${dir}/error.log warn;
+${process.getuid?.() === 0 ? 'user root;' : ''}
+events { worker_connections 256; }
+http {
+  log_format upstreams '$upstream_addr $request_method $request_uri $status';
+  access_log ${dir}/access.log upstreams;
+  client_body_temp_path ${dir}/client_body;
+  proxy_temp_path ${dir}/proxy;
+  fastcgi_temp_path ${dir}/fastcgi;
+  uwsgi_temp_path ${dir}/uwsgi;
+  scgi_temp_path ${dir}/scgi;
+  upstream mcp_servers {
+${upstreams.map((u) => `    server ${u};`).join('\n')}
+    keepalive 16;
+  }
+  server {
+    listen 127.0.0.1:${port};
+    include ${join(DEPLOY_DIR, 'nginx', 'mcp-proxy.conf')};
+  }
+}
+`;
+  await writeFile(join(dir, 'nginx.conf'), conf);
+  const proc: ChildProcess = spawn(
+    findNginx(),
+    ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', join(dir, 'error.log')],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  let out = '';
+  proc.stdout?.on('data', (d: Buffer) => (out += d.toString()));
+  proc.stderr?.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const stop = async (): Promise<void> => {
+    if (proc.exitCode === null && proc.signalCode === null) {
+      proc.kill('SIGQUIT'); // graceful: let workers finish and exit
+      const timer = setTimeout(() => proc.kill('SIGKILL'), 5000);
+      await exited;
+      clearTimeout(timer);
+    }
+    await rm(dir, { recursive: true, force: true });
+  };
+  const deadline = Date.now() + 15000;
+  for (;;) {
+    if (proc.exitCode !== null) {
+      const log = await readFile(join(dir, 'error.log'), 'utf8').catch(() => '');
+      await stop();
+      throw new Error(`nginx exited at start: ${out}\n${log}`);
+    }
+    const ok = await fetch(`${baseUrl}/health/live`).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (ok) break;
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error(`nginx did not answer in time: ${out}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    baseUrl,
+    output: () => out,
+    stop,
+    async upstreams() {
+      const log = await readFile(join(dir, 'access.log'), 'utf8').catch(() => '');
+      return log
+        .split('\n')
+        .filter((l) => l.trim() !== '')
+        .map((l) => {
+          const [upstream, method, uri, status] = l.split(' ');
+          return { upstream, method, uri, status: Number(status) };
+        });
+    },
+  };
+}
