@@ -10,6 +10,7 @@ import { AppConfig } from '../config/app-config.js';
 import { AuthChallenges, requiredScopesMissing } from './auth-challenges.js';
 import { AuthMetrics } from './auth-metrics.js';
 import { AuthPassport } from './auth-passport.js';
+import { CredentialWatch } from './credential-watch.service.js';
 import { ANONYMOUS_PRINCIPAL, type RequestWithPrincipal } from './principal.js';
 import { AuthProviderUnavailable } from './principals.errors.js';
 
@@ -28,6 +29,7 @@ export class McpAuthGuard implements CanActivate {
     private readonly passport: AuthPassport,
     private readonly challenges: AuthChallenges,
     private readonly metrics: AuthMetrics,
+    private readonly credentials: CredentialWatch,
   ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
@@ -57,7 +59,9 @@ export class McpAuthGuard implements CanActivate {
     if (missing.length > 0) {
       throw this.challenges.reject(res, this.challenges.insufficientScope(req, []));
     }
-    req.principal = outcome.principal;
+    const principal = outcome.principal;
+    req.principal = principal;
+    req.credentialValid = () => this.credentials.stillValid(principal);
     return true;
   }
 }

@@ -133,6 +133,8 @@ describe('authentication (real AppModule over HTTP, own OIDC issuer on loopback)
         email: 'ada@example.test',
         scopes: ['tasks:read', 'tasks:write'],
         groups: ['eng'],
+        // The token's exp (300 s ahead), in epoch ms: streams opened with it close once it has passed.
+        expiresAt: JSON.parse(Buffer.from(token.split('.')[1], 'base64url').toString()).exp * 1000,
       });
       expect(issuer.discoveryFetches).toBe(1);
       const rows = await withClient(db.url, (c) =>
