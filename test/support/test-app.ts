@@ -1,4 +1,4 @@
-import { Module, type DynamicModule, type INestApplication, type Type } from '@nestjs/common';
+import { Module, type DynamicModule, type INestApplication, type LogLevel, type Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { AppModule } from '../../src/app.module.js';
 import { configureApp } from '../../src/app.setup.js';
@@ -9,12 +9,14 @@ class TestRootModule {}
 
 /**
  * The real AppModule and the production HTTP pipeline (configureApp), listening on an ephemeral loopback
- * port, against the given database. `imports` adds test-only modules (a probe controller, say) beside it.
+ * port, against the given database. `imports` adds test-only modules (a probe controller, say) beside it;
+ * `opts.logger` narrows what Nest logs (the fuzz tier keeps its thousands of refusals out of the output).
  */
 export async function createTestApp(
   databaseUrl: string,
   env: Record<string, string> = {},
   imports: (Type | DynamicModule)[] = [],
+  opts: { logger?: LogLevel[] } = {},
 ): Promise<INestApplication> {
   const config = loadConfig({ LOG_LEVEL: 'warn', NODE_ENV: 'test', ...env, DATABASE_URL: databaseUrl });
   const root: DynamicModule =
@@ -23,7 +25,7 @@ export async function createTestApp(
       : { module: TestRootModule, imports: [AppModule.forRoot(config), ...imports] };
   const app = await NestFactory.create(root, {
     bodyParser: false,
-    logger: ['error', 'warn'],
+    logger: opts.logger ?? ['error', 'warn'],
   });
   configureApp(app);
   await app.listen(0, '127.0.0.1');
