@@ -405,7 +405,7 @@ describe('fuzz: the HTTP edge of both eras (real AppModule, real PostgreSQL)', (
           if (modern) {
             const obj =
               typeof p === 'object' && p !== null && !Array.isArray(p) ? (p as Record<string, unknown>) : {};
-            const given = typeof obj._meta === 'object' && obj._meta !== null ? (obj._meta as object) : {};
+            const given = typeof obj._meta === 'object' && obj._meta !== null ? obj._meta : {};
             sent = {
               ...obj,
               _meta: validMeta
