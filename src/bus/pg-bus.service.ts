@@ -54,8 +54,11 @@ export class PgBusService implements OnModuleInit, OnApplicationShutdown {
       labelNames: ['channel'] as const,
       registers: [metrics.registry],
     });
-    health.register('listener', async () =>
-      this.connected ? { status: 'up' } : { status: 'down', reason: 'LISTEN connection is down' },
+    health.register(
+      'listener',
+      async () =>
+        this.connected ? { status: 'up' } : { status: 'down', reason: 'LISTEN connection is down' },
+      { live: true }, // in-memory state: a reconnect shows in the very next probe
     );
   }
 

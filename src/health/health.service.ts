@@ -50,6 +50,8 @@ async function within<T>(work: Promise<T>, ms: number): Promise<T> {
 export class HealthService {
   private readonly logger = new Logger(HealthService.name);
   private readonly checks = new Map<string, ReadinessCheck>();
+  /** Checks of in-memory state (no I/O): evaluated on every probe, never served from the cache. */
+  private readonly liveChecks = new Map<string, ReadinessCheck>();
   private cached?: { at: number; checks: Record<string, CheckResult> };
   private inFlight?: Promise<Record<string, CheckResult>>;
 
@@ -59,15 +61,20 @@ export class HealthService {
     private readonly config: AppConfig,
   ) {}
 
-  register(name: string, check: ReadinessCheck): void {
-    this.checks.set(name, check);
+  /**
+   * Adds a named check. A check that only reads in-memory state may say `live: true` and is then evaluated on
+   * every probe (a reconnected listener shows at once); any other is part of the once-a-second cached round.
+   */
+  register(name: string, check: ReadinessCheck, opts: { live?: boolean } = {}): void {
+    (opts.live ? this.liveChecks : this.checks).set(name, check);
   }
 
   async readiness(): Promise<ReadinessReport> {
     const shutdown: CheckResult = this.lifecycle.draining
       ? { status: 'down', reason: 'shutting down' }
       : { status: 'up' };
-    const checks = { shutdown, ...(await this.cachedChecks()) };
+    const [cached, live] = await Promise.all([this.cachedChecks(), this.run(this.liveChecks)]);
+    const checks = { shutdown, ...cached, ...live };
     const ok = Object.values(checks).every((r) => r.status === 'up');
     return { status: ok ? 'ok' : 'error', checks };
   }
@@ -88,20 +95,22 @@ export class HealthService {
   }
 
   private async runChecks(): Promise<Record<string, CheckResult>> {
+    const [database, registered] = await Promise.all([this.probeDatabase(), this.run(this.checks)]);
+    return { ...database, ...registered };
+  }
+
+  private async run(checks: Map<string, ReadinessCheck>): Promise<Record<string, CheckResult>> {
     const timeout = this.config.HEALTH_DB_TIMEOUT_MS;
-    const [database, registered] = await Promise.all([
-      this.probeDatabase(),
-      Promise.all(
-        [...this.checks].map(async ([name, check]): Promise<[string, CheckResult]> => {
-          try {
-            return [name, await within(check(), timeout + CLIENT_TIMEOUT_MARGIN_MS)];
-          } catch (err) {
-            return [name, this.down(name, err)];
-          }
-        }),
-      ),
-    ]);
-    return { ...database, ...Object.fromEntries(registered) };
+    const entries = await Promise.all(
+      [...checks].map(async ([name, check]): Promise<[string, CheckResult]> => {
+        try {
+          return [name, await within(check(), timeout + CLIENT_TIMEOUT_MARGIN_MS)];
+        } catch (err) {
+          return [name, this.down(name, err)];
+        }
+      }),
+    );
+    return Object.fromEntries(entries);
   }
 
   /** One transaction, two statements: the database answers, and every migration this code knows is applied. */
