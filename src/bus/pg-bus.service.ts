@@ -102,11 +102,15 @@ export class PgBusService implements OnModuleInit, OnApplicationShutdown {
       labelNames: ['channel'] as const,
       registers: [metrics.registry],
     });
-    health.register('listener', async () => {
-      if (!this.connected) return { status: 'down', reason: 'LISTEN connection is down' };
-      if (this.heartbeatFailed) return { status: 'down', reason: this.heartbeatFailed };
-      return { status: 'up' };
-    });
+    health.register(
+      'listener',
+      async () => {
+        if (!this.connected) return { status: 'down', reason: 'LISTEN connection is down' };
+        if (this.heartbeatFailed) return { status: 'down', reason: this.heartbeatFailed };
+        return { status: 'up' };
+      },
+      { live: true }, // in-memory state: a reconnect or a failed heartbeat shows in the very next probe
+    );
   }
 
   async onModuleInit(): Promise<void> {

@@ -195,6 +195,22 @@ export class AppConfig {
   @IntEnv(0, 300)
   OIDC_CLOCK_SKEW_S = 60;
 
+  /**
+   * When set (only `at+jwt`, RFC 9068), a token whose JOSE `typ` header is not `at+jwt` (or
+   * `application/at+jwt`) is refused: an ID token from the same issuer cannot be used as an access token.
+   */
+  @IsOptional()
+  @Transform(({ value }: { value: unknown }) =>
+    typeof value === 'string'
+      ? value
+          .trim()
+          .toLowerCase()
+          .replace(/^application\//, '')
+      : value,
+  )
+  @IsIn(['at+jwt'], { message: 'OIDC_REQUIRED_TYP must be at+jwt (RFC 9068) or unset' })
+  OIDC_REQUIRED_TYP?: 'at+jwt';
+
   /** Least time between two JWKS fetches caused by tokens with an unknown `kid`. */
   @IntEnv(0, 3600000)
   OIDC_JWKS_COOLDOWN_MS = 30000;
@@ -236,6 +252,13 @@ export class AppConfig {
   @IsOptional()
   @MaxLength(512, { message: 'METRICS_TOKEN must be at most 512 characters' })
   METRICS_TOKEN?: string;
+
+  /**
+   * Serves /metrics without METRICS_TOKEN in production (for a scraper on a private network). Outside
+   * production an unset METRICS_TOKEN already leaves /metrics open; this only silences the boot refusal.
+   */
+  @BoolEnv()
+  METRICS_PUBLIC = false;
 
   /** Registers the MCP conformance fixtures (src/tools/conformance); for conformance runs, never production. */
   @BoolEnv()
@@ -458,4 +481,5 @@ export const CONFIG_KEYS = Object.keys(new AppConfig()).concat(
   'METRICS_TOKEN',
   'EXAMPLE_HTTP_BASE_URL',
   'EXAMPLE_HTTP_SECRET',
+  'OIDC_REQUIRED_TYP',
 );

@@ -116,11 +116,90 @@ describe('loadConfig', () => {
       ).toEqual(['proxy']);
     });
 
-    it('refuses production without providers', () => {
-      expect(() => loadConfig({ NODE_ENV: 'production' })).toThrow(
-        /AUTH_PROVIDERS must name at least one of oidc, proxy, apikey when NODE_ENV=production/,
-      );
-      expect(loadConfig({ NODE_ENV: 'production', AUTH_PROVIDERS: 'apikey' }).isProduction).toBe(true);
+    it('reads OIDC_REQUIRED_TYP as at+jwt, with or without the application/ prefix', () => {
+      expect(loadConfig({}).OIDC_REQUIRED_TYP).toBeUndefined();
+      expect(loadConfig({ OIDC_REQUIRED_TYP: 'AT+JWT' }).OIDC_REQUIRED_TYP).toBe('at+jwt');
+      expect(loadConfig({ OIDC_REQUIRED_TYP: 'application/at+jwt' }).OIDC_REQUIRED_TYP).toBe('at+jwt');
+      expect(() => loadConfig({ OIDC_REQUIRED_TYP: 'JWT' })).toThrow(/OIDC_REQUIRED_TYP must be at\+jwt/);
+    });
+  });
+
+  describe('production posture', () => {
+    const safe = {
+      NODE_ENV: 'production',
+      HOST: '0.0.0.0',
+      DATABASE_URL: 'postgres://mcp@db.internal/mcp',
+      AUTH_PROVIDERS: 'oidc,apikey',
+      OIDC_ISSUER: 'https://login.example.com/realms/corp',
+      MCP_RESOURCE_URL: 'https://mcp.example.com/mcp',
+      METRICS_TOKEN: 'scrape-token',
+    };
+
+    function problemsOf(env: Record<string, string>): string[] {
+      try {
+        loadConfig(env);
+      } catch (err) {
+        if (err instanceof ConfigValidationError) return err.problems;
+        throw err;
+      }
+      return [];
+    }
+
+    it('accepts a safe production configuration', () => {
+      expect(loadConfig(safe).isProduction).toBe(true);
+    });
+
+    it('lists every unsafe setting in one error', () => {
+      const problems = problemsOf({
+        NODE_ENV: 'production',
+        HOST: '0.0.0.0',
+        OIDC_ISSUER: 'http://login.example.com/realms/corp',
+        OIDC_JWKS_URI: 'http://login.example.com/jwks',
+        OIDC_JWKS_COOLDOWN_MS: '0',
+        MCP_CONFORMANCE_FIXTURES: 'true',
+        PORT: 'abc',
+      });
+      expect(problems).toEqual([
+        expect.stringMatching(/^PORT must be an integer/),
+        expect.stringMatching(/^AUTH_PROVIDERS must name at least one .* HOST=0\.0\.0\.0 is not a loopback/),
+        expect.stringMatching(/^DATABASE_URL is required when NODE_ENV=production/),
+        expect.stringMatching(/^METRICS_TOKEN is required when NODE_ENV=production .*METRICS_PUBLIC=true/),
+        expect.stringMatching(/^MCP_RESOURCE_URL is required when NODE_ENV=production/),
+        expect.stringMatching(/^OIDC_ISSUER must be an https URL/),
+        expect.stringMatching(/^OIDC_JWKS_URI must be an https URL/),
+        expect.stringMatching(/^OIDC_JWKS_COOLDOWN_MS must not be 0/),
+        expect.stringMatching(/^MCP_CONFORMANCE_FIXTURES must be false/),
+      ]);
+    });
+
+    it('allows no provider on a loopback HOST only (an authenticating sidecar in front)', () => {
+      const { AUTH_PROVIDERS: _, OIDC_ISSUER: __, ...noAuth } = safe;
+      for (const host of ['127.0.0.1', '127.0.0.2', 'localhost', '::1']) {
+        expect(problemsOf({ ...noAuth, HOST: host })).toEqual([]);
+      }
+      expect(problemsOf({ ...noAuth, HOST: '10.0.0.5' })).toEqual([
+        expect.stringMatching(/^AUTH_PROVIDERS must name at least one/),
+      ]);
+    });
+
+    it('serves /metrics openly only when METRICS_PUBLIC=true says so', () => {
+      const { METRICS_TOKEN: _, ...noToken } = safe;
+      expect(problemsOf(noToken)).toEqual([expect.stringMatching(/^METRICS_TOKEN is required/)]);
+      expect(problemsOf({ ...noToken, METRICS_PUBLIC: 'true' })).toEqual([]);
+    });
+
+    it('allows plain http for the issuer and JWKS on loopback only', () => {
+      expect(
+        problemsOf({
+          ...safe,
+          OIDC_ISSUER: 'http://127.0.0.1:8080/realms/x',
+          OIDC_JWKS_URI: 'http://localhost/j',
+        }),
+      ).toEqual([]);
+    });
+
+    it('leaves development alone', () => {
+      expect(loadConfig({ HOST: '0.0.0.0', OIDC_JWKS_COOLDOWN_MS: '0' }).isProduction).toBe(false);
     });
   });
 

@@ -39,7 +39,7 @@ export class LegacyInput implements InputApi {
 
   private async ask(method: string, params: Record<string, unknown>): Promise<Record<string, unknown>> {
     const capability = CAPABILITY[method];
-    if (!(capability in this.session.clientCapabilities)) {
+    if (!Object.hasOwn(this.session.clientCapabilities, capability)) {
       throw new Error(`The client did not declare the ${capability} capability, so ${method} cannot be sent`);
     }
     const streamId = await this.channel.openStream();

@@ -1,4 +1,5 @@
-import type { Response } from 'express';
+import type { Request, Response } from 'express';
+import type { RequestWithPrincipal } from '../principals/principal.js';
 
 /**
  * One open Server-Sent Events response. Headers defeat proxy buffering; a comment line every
@@ -21,9 +22,23 @@ export class SseWriter {
     res.setHeader('X-Accel-Buffering', 'no');
     for (const [k, v] of Object.entries(extraHeaders)) res.setHeader(k, v);
     res.flushHeaders();
-    this.keepAlive = setInterval(() => this.comment('keep-alive'), keepAliveMs);
+    // The auth guard left the credential check on the request that opened this stream (RequestWithPrincipal).
+    const credentialValid = (res.req as (Request & RequestWithPrincipal) | undefined)?.credentialValid;
+    this.keepAlive = setInterval(() => this.tick(credentialValid), keepAliveMs);
     this.keepAlive.unref();
     res.on('close', () => this.markClosed());
+  }
+
+  /**
+   * Each keep-alive first re-checks the credential the stream was opened with: an expired token or a revoked
+   * API key stops receiving here, at the latest one keep-alive period after it lapsed.
+   */
+  private tick(credentialValid: (() => Promise<boolean>) | undefined): void {
+    if (!credentialValid) return this.comment('keep-alive');
+    credentialValid().then(
+      (valid) => (valid ? this.comment('keep-alive') : this.end()),
+      () => this.comment('keep-alive'),
+    );
   }
 
   get isOpen(): boolean {

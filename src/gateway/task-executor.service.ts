@@ -32,12 +32,13 @@ function isObject(v: unknown): v is Params {
 
 /** Wire keys are `r<round>.<local key>`; the handler knows only its local keys. */
 function localAnswers(wire: Readonly<Record<string, unknown>>): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(wire)) {
-    const dot = k.indexOf('.');
-    out[dot > 0 && /^r\d+$/.test(k.slice(0, dot)) ? k.slice(dot + 1) : k] = v;
-  }
-  return out;
+  // fromEntries defines own properties: a key `__proto__` stays a key instead of replacing the prototype.
+  return Object.fromEntries(
+    Object.entries(wire).map(([k, v]) => {
+      const dot = k.indexOf('.');
+      return [dot > 0 && /^r\d+$/.test(k.slice(0, dot)) ? k.slice(dot + 1) : k, v];
+    }),
+  );
 }
 
 /**
@@ -218,7 +219,7 @@ class LegacyTaskInput implements InputApi {
   }
 
   private async ask(method: string, capability: string, params: Params): Promise<Params> {
-    if (!(capability in this.caps)) {
+    if (!Object.hasOwn(this.caps, capability)) {
       throw new Error(`The client did not declare the ${capability} capability, so ${method} cannot be sent`);
     }
     if (!this.task.sessionId) throw new Error('This task has no session to ask the client through');

@@ -1,10 +1,10 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Logger } from '@nestjs/common';
 import { Counter, Gauge } from 'prom-client';
 import { DataSource } from 'typeorm';
 import { AppConfig } from '../config/app-config.js';
-import { migrationsApplied } from '../database/migrations-runner.js';
 import { LifecycleService } from '../lifecycle/lifecycle.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';
+import { probeFailureReason } from './probe-failure.js';
 
 export type CheckResult = { status: 'up' } | { status: 'down'; reason: string };
 export type ReadinessCheck = () => Promise<CheckResult>;
@@ -14,13 +14,25 @@ export interface ReadinessReport {
   checks: Record<string, CheckResult>;
 }
 
-async function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+/** Readiness probes from every load balancer and kubelet are served from one check per this period. */
+export const READINESS_CACHE_MS = 1000;
+/** The client-side bound sits a little past the server-side statement_timeout, which normally fires first. */
+const CLIENT_TIMEOUT_MARGIN_MS = 500;
+
+class ProbeTimeout extends Error {
+  constructor() {
+    super('probe timed out');
+    this.name = 'ProbeTimeout';
+  }
+}
+
+async function within<T>(work: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   try {
     return await Promise.race([
       work,
       new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
+        timer = setTimeout(() => reject(new ProbeTimeout()), ms);
       }),
     ]);
   } finally {
@@ -29,12 +41,21 @@ async function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promi
 }
 
 /**
- * Readiness is the conjunction of named checks. The foundation contributes the drain state, a database
- * ping and the migration state; later modules (the notification listener) add theirs with `register`.
+ * Readiness is the conjunction of named checks: the drain state (live, never cached, so SIGTERM turns
+ * readiness off at once), a database probe, the migration state and whatever later modules `register`
+ * (the notification listener). Everything but the drain state is computed at most once per
+ * READINESS_CACHE_MS; probes arriving while a check runs share it. The database probe runs under a
+ * server-side statement_timeout and lock_timeout, so a slow or blocked probe is cancelled by PostgreSQL
+ * itself instead of lingering on a pooled connection. Reasons are short fixed strings, never driver text.
  */
 @Injectable()
 export class HealthService {
+  private readonly logger = new Logger(HealthService.name);
   private readonly checks = new Map<string, ReadinessCheck>();
+  /** Checks of in-memory state (no I/O): evaluated on every probe, never served from the cache. */
+  private readonly liveChecks = new Map<string, ReadinessCheck>();
+  private cached?: { at: number; checks: Record<string, CheckResult> };
+  private inFlight?: Promise<Record<string, CheckResult>>;
   private readonly readyGauge: Gauge;
   private readonly readyChanges: Counter;
   private lastReady: boolean | undefined;
@@ -58,40 +79,106 @@ export class HealthService {
       registers: [metrics.registry],
     });
     this.readyChanges.inc(0);
-    this.register('shutdown', async () =>
-      this.lifecycle.draining ? { status: 'down', reason: 'shutting down' } : { status: 'up' },
-    );
-    this.register('database', async () => {
-      await this.dataSource.query('SELECT 1');
-      return { status: 'up' };
-    });
-    this.register('migrations', async () =>
-      (await migrationsApplied(this.dataSource))
-        ? { status: 'up' }
-        : { status: 'down', reason: 'pending migrations' },
-    );
   }
 
-  register(name: string, check: ReadinessCheck): void {
-    this.checks.set(name, check);
+  /**
+   * Adds a named check. A check that only reads in-memory state may say `live: true` and is then evaluated on
+   * every probe (a reconnected listener shows at once); any other is part of the once-a-second cached round.
+   */
+  register(name: string, check: ReadinessCheck, opts: { live?: boolean } = {}): void {
+    (opts.live ? this.liveChecks : this.checks).set(name, check);
   }
 
   async readiness(): Promise<ReadinessReport> {
-    const timeout = this.config.HEALTH_DB_TIMEOUT_MS;
-    const entries = await Promise.all(
-      [...this.checks].map(async ([name, check]): Promise<[string, CheckResult]> => {
-        try {
-          return [name, await withTimeout(check(), timeout, name)];
-        } catch (err) {
-          return [name, { status: 'down', reason: err instanceof Error ? err.message : String(err) }];
-        }
-      }),
-    );
-    const checks = Object.fromEntries(entries);
-    const ok = entries.every(([, r]) => r.status === 'up');
+    const shutdown: CheckResult = this.lifecycle.draining
+      ? { status: 'down', reason: 'shutting down' }
+      : { status: 'up' };
+    const [cached, live] = await Promise.all([this.cachedChecks(), this.run(this.liveChecks)]);
+    const checks = { shutdown, ...cached, ...live };
+    const ok = Object.values(checks).every((r) => r.status === 'up');
     if (this.lastReady !== undefined && this.lastReady !== ok) this.readyChanges.inc();
     this.lastReady = ok;
     this.readyGauge.set(ok ? 1 : 0);
     return { status: ok ? 'ok' : 'error', checks };
+  }
+
+  private cachedChecks(): Promise<Record<string, CheckResult>> {
+    if (this.cached && Date.now() - this.cached.at < READINESS_CACHE_MS) {
+      return Promise.resolve(this.cached.checks);
+    }
+    this.inFlight ??= this.runChecks()
+      .then((checks) => {
+        this.cached = { at: Date.now(), checks };
+        return checks;
+      })
+      .finally(() => {
+        this.inFlight = undefined;
+      });
+    return this.inFlight;
+  }
+
+  private async runChecks(): Promise<Record<string, CheckResult>> {
+    const [database, registered] = await Promise.all([this.probeDatabase(), this.run(this.checks)]);
+    return { ...database, ...registered };
+  }
+
+  private async run(checks: Map<string, ReadinessCheck>): Promise<Record<string, CheckResult>> {
+    const timeout = this.config.HEALTH_DB_TIMEOUT_MS;
+    const entries = await Promise.all(
+      [...checks].map(async ([name, check]): Promise<[string, CheckResult]> => {
+        try {
+          return [name, await within(check(), timeout + CLIENT_TIMEOUT_MARGIN_MS)];
+        } catch (err) {
+          return [name, this.down(name, err)];
+        }
+      }),
+    );
+    return Object.fromEntries(entries);
+  }
+
+  /** One transaction, two statements: the database answers, and every migration this code knows is applied. */
+  private async probeDatabase(): Promise<{ database: CheckResult; migrations: CheckResult }> {
+    const ms = this.config.HEALTH_DB_TIMEOUT_MS;
+    const known = this.dataSource.migrations.map((m) => m.name ?? m.constructor.name);
+    const table = this.dataSource.options.migrationsTableName ?? 'migrations';
+    let database: CheckResult = { status: 'down', reason: 'not checked' };
+    let migrations: CheckResult = { status: 'down', reason: 'not checked' };
+    const runner = this.dataSource.createQueryRunner();
+    const work = (async () => {
+      await runner.connect();
+      await runner.startTransaction();
+      try {
+        await runner.query(`SET LOCAL statement_timeout = ${ms}; SET LOCAL lock_timeout = ${ms}`);
+        await runner.query('SELECT 1');
+        database = { status: 'up' };
+        const rows = (await runner.query(`SELECT name FROM "${table}"`)) as { name: string }[];
+        const applied = new Set(rows.map((r) => r.name));
+        migrations = known.every((n) => applied.has(n))
+          ? { status: 'up' }
+          : { status: 'down', reason: 'pending migrations' };
+        await runner.commitTransaction();
+      } catch (err) {
+        await runner.rollbackTransaction().catch(() => undefined);
+        throw err;
+      }
+    })();
+    try {
+      await within(work, ms + CLIENT_TIMEOUT_MARGIN_MS);
+    } catch (err) {
+      if (database.status === 'down') database = this.down('database', err);
+      else migrations = this.down('migrations', err);
+    } finally {
+      // Released once the work settles: a connection still busy with a cancelled statement is not reused early.
+      void work.catch(() => undefined).finally(() => runner.release().catch(() => undefined));
+    }
+    return { database, migrations };
+  }
+
+  private down(name: string, err: unknown): CheckResult {
+    const reason = err instanceof ProbeTimeout ? 'timeout' : probeFailureReason(err);
+    this.logger.warn(
+      `readiness check ${name} down (${reason}): ${err instanceof Error ? err.message : String(err)}`,
+    );
+    return { status: 'down', reason };
   }
 }

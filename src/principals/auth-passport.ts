@@ -44,7 +44,7 @@ export class AuthPassport implements OnApplicationBootstrap {
     }
     this.logger.warn(
       '!!! AUTH_PROVIDERS is empty: authentication is OFF and every request runs as the anonymous ' +
-        'development principal. Never expose this instance; NODE_ENV=production refuses to start like this. !!!',
+        'development principal. Never expose this instance; NODE_ENV=production refuses this on a non-loopback HOST. !!!',
     );
   }
 

@@ -11,6 +11,7 @@ import { AuthChallenges, requiredScopesMissing } from './auth-challenges.js';
 import { setRequestPrincipal } from '../logging/request-context.js';
 import { AuthMetrics } from './auth-metrics.js';
 import { AuthPassport } from './auth-passport.js';
+import { CredentialWatch } from './credential-watch.service.js';
 import { ANONYMOUS_PRINCIPAL, type RequestWithPrincipal } from './principal.js';
 import { AuthProviderUnavailable } from './principals.errors.js';
 
@@ -29,6 +30,7 @@ export class McpAuthGuard implements CanActivate {
     private readonly passport: AuthPassport,
     private readonly challenges: AuthChallenges,
     private readonly metrics: AuthMetrics,
+    private readonly credentials: CredentialWatch,
   ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
@@ -59,8 +61,10 @@ export class McpAuthGuard implements CanActivate {
     if (missing.length > 0) {
       throw this.challenges.reject(res, this.challenges.insufficientScope(req, []));
     }
-    req.principal = outcome.principal;
-    setRequestPrincipal(outcome.principal.id);
+    const principal = outcome.principal;
+    req.principal = principal;
+    setRequestPrincipal(principal.id);
+    req.credentialValid = () => this.credentials.stillValid(principal);
     return true;
   }
 }

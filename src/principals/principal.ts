@@ -12,6 +12,8 @@ export interface Principal {
   readonly email?: string;
   readonly scopes: readonly string[];
   readonly groups: readonly string[];
+  /** When the credential stops being valid (epoch ms; a token's `exp`); streams it opened close then. */
+  readonly expiresAt?: number;
 }
 
 /** The development principal used when no auth provider is configured. */
@@ -27,4 +29,9 @@ export const ANONYMOUS_PRINCIPAL: Principal = Object.freeze({
 /** Where the HTTP edge keeps the authenticated principal on the request. */
 export interface RequestWithPrincipal {
   principal?: Principal;
+  /**
+   * Set by the auth guard when a provider authenticated the request: whether its credential still holds
+   * (not expired, not revoked). SSE streams opened by the request ask it at every keep-alive.
+   */
+  credentialValid?: () => Promise<boolean>;
 }

@@ -17,6 +17,8 @@ export enum AuthFailureReason {
   /** A JWT `kid` absent from the issuer's JWKS, or an API key id (or secret) that matches no key. */
   UnknownKey = 'unknown_key',
   RevokedKey = 'revoked_key',
+  /** OIDC_REQUIRED_TYP is set and the JWT's `typ` header is not that (an ID token, say). */
+  TokenType = 'token_type',
 }
 
 export const AUTH_FAILURE_REASONS: readonly AuthFailureReason[] = Object.values(AuthFailureReason);
@@ -33,6 +35,7 @@ const DESCRIPTIONS: Record<AuthFailureReason, string> = {
   [AuthFailureReason.UntrustedProxy]: 'Identity headers from an untrusted proxy',
   [AuthFailureReason.UnknownKey]: 'The token or key is not known to this server',
   [AuthFailureReason.RevokedKey]: 'The API key was revoked',
+  [AuthFailureReason.TokenType]: 'The token is not an access token of the required type',
 };
 
 /**

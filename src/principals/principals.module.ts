@@ -6,6 +6,7 @@ import { ApiKeysService } from './api-keys.service.js';
 import { AuthChallenges } from './auth-challenges.js';
 import { AuthMetrics } from './auth-metrics.js';
 import { AuthPassport } from './auth-passport.js';
+import { CredentialWatch } from './credential-watch.service.js';
 import { McpAuthGuard } from './mcp-auth.guard.js';
 import { PrincipalRecord } from './principal-record.entity.js';
 import { PrincipalsRepository } from './principals.repository.js';
@@ -37,7 +38,16 @@ import { ProxyStrategy } from './strategies/proxy.strategy.js';
     AuthChallenges,
     AuthMetrics,
     McpAuthGuard,
+    CredentialWatch,
   ],
-  exports: [McpAuthGuard, AuthPassport, AuthChallenges, AuthMetrics, PrincipalsService, ApiKeysService],
+  exports: [
+    McpAuthGuard,
+    CredentialWatch,
+    AuthPassport,
+    AuthChallenges,
+    AuthMetrics,
+    PrincipalsService,
+    ApiKeysService,
+  ],
 })
 export class PrincipalsModule {}

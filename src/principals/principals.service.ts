@@ -14,6 +14,8 @@ export interface AuthenticatedIdentity {
   email?: string;
   scopes: readonly string[];
   groups: readonly string[];
+  /** Epoch ms after which the credential is no longer valid (a token's `exp`). */
+  expiresAt?: number;
 }
 
 /** A principal's row is rewritten at most this often (per replica, and across replicas by the SQL guard). */
@@ -60,6 +62,7 @@ export class PrincipalsService {
       ...(identity.email !== undefined && { email: identity.email }),
       scopes: Object.freeze([...new Set(identity.scopes)]),
       groups: Object.freeze([...new Set(identity.groups)]),
+      ...(identity.expiresAt !== undefined && { expiresAt: identity.expiresAt }),
     });
     await this.recordSeen(principal);
     return principal;

@@ -1,3 +1,4 @@
+import { correlationId, internalErrorText } from '../common/internal-fault.js';
 import { Logger } from '@nestjs/common';
 import { SessionError } from '../sessions/sessions.errors.js';
 import { McpProtocolError } from '../tool-dispatch/tool-context.js';
@@ -31,25 +32,40 @@ function rpc(code: number, message: string, data?: unknown): JsonRpcErrorObject 
 /** The one place that turns any error into a JSON-RPC error and an HTTP status. */
 export function mapError(err: unknown, era: Era): MappedError {
   if (err instanceof ProtocolError)
-    return { error: rpc(err.code, err.message, err.data), httpStatus: err.httpStatus };
+    return refused({ error: rpc(err.code, err.message, err.data), httpStatus: err.httpStatus }, era);
   if (err instanceof McpProtocolError)
-    return { error: rpc(err.code, err.message, err.data), httpStatus: 200 };
+    return refused({ error: rpc(err.code, err.message, err.data), httpStatus: 200 }, era);
   if (err instanceof SessionError)
-    return { error: rpc(JSONRPC.SESSION_NOT_FOUND, 'Session not found'), httpStatus: 404 };
+    return refused({ error: rpc(JSONRPC.SESSION_NOT_FOUND, 'Session not found'), httpStatus: 404 }, era);
   if (err instanceof RequestStateError) {
-    return { error: rpc(JSONRPC.INVALID_PARAMS, `Invalid requestState: ${err.message}`), httpStatus: 400 };
+    return refused(
+      { error: rpc(JSONRPC.INVALID_PARAMS, `Invalid requestState: ${err.message}`), httpStatus: 400 },
+      era,
+    );
   }
   if (err instanceof Error) {
     for (const m of extraMappers) {
       const mapped = m(err, era);
-      if (mapped) return mapped;
+      if (mapped) return refused(mapped, era);
     }
   }
+  const id = correlationId();
   logger.error(
-    `unhandled error: ${err instanceof Error ? err.message : String(err)}`,
+    `unhandled error [${id}]: ${err instanceof Error ? err.message : String(err)}`,
     err instanceof Error ? err.stack : undefined,
   );
-  return { error: rpc(JSONRPC.INTERNAL_ERROR, 'Internal error'), httpStatus: 200 };
+  return { error: rpc(JSONRPC.INTERNAL_ERROR, internalErrorText(id)), httpStatus: 200 };
+}
+
+/**
+ * A refusal caused by the client (bad params, unknown task, missing session...): one warn line, no stack,
+ * since the stack only shows where the server noticed the client's mistake.
+ */
+function refused(mapped: MappedError, era: Era): MappedError {
+  if (mapped.error.code !== JSONRPC.INTERNAL_ERROR) {
+    logger.warn(`${era} request refused (${mapped.error.code}): ${mapped.error.message}`);
+  }
+  return mapped;
 }
 
 /** Tool dispatch refusals as the wire shows them. */

@@ -27,4 +27,14 @@ describe('MrtrInput', () => {
     expect((err as ProtocolError).code).toBe(-32021);
     expect((err as ProtocolError).data).toEqual({ requiredCapabilities: { sampling: {} } });
   });
+
+  it('finds no answer for keys that only Object.prototype has', async () => {
+    const input = new MrtrInput({}, { elicitation: {} });
+    for (const key of ['constructor', 'toString', '__proto__', 'hasOwnProperty']) {
+      const err = await input.elicit(ask, { key }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(InputRequiredSignal);
+    }
+    const own = new MrtrInput(Object.fromEntries([['constructor', { action: 'decline' }]]), {});
+    await expect(own.elicit(ask, { key: 'constructor' })).resolves.toEqual({ action: 'decline' });
+  });
 });

@@ -58,9 +58,10 @@ export class MrtrInput implements InputApi {
 
   private ask<T>(method: string, params: Record<string, unknown>, options?: InputRequestOptions): Promise<T> {
     const key = options?.key ?? `input_${++this.counter}`;
-    if (key in this.answers) return Promise.resolve(this.answers[key] as T);
+    // Own keys only: a key named `constructor` has no answer just because every object inherits one.
+    if (Object.hasOwn(this.answers, key)) return Promise.resolve(this.answers[key] as T);
     const capability = CAPABILITY[method];
-    if (capability && !(capability in this.clientCapabilities)) {
+    if (capability && !Object.hasOwn(this.clientCapabilities, capability)) {
       // Thrown synchronously into the handler: it ends the call with -32021 rather than a tool error.
       return Promise.reject(ProtocolError.missingCapability({ [capability]: {} }));
     }

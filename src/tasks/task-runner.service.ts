@@ -1,3 +1,4 @@
+import { correlationId, internalErrorText, isInfrastructureFault } from '../common/internal-fault.js';
 import {
   Inject,
   Injectable,
@@ -62,15 +63,22 @@ export type WriteOp = 'complete' | 'fail' | 'park';
 export const SHUTDOWN_ERROR: TaskErrorPayload = { code: -32603, message: 'server shutting down' };
 const SHUTDOWN_STATUS = 'server shutting down: the task was interrupted';
 
-function errorPayload(err: unknown): TaskErrorPayload {
+function errorPayload(err: unknown, correlation: string): TaskErrorPayload {
   // McpProtocolError (tool-dispatch) and anything shaped like it carry a JSON-RPC code of their own.
   const e = err as { code?: unknown; message?: unknown; data?: unknown };
-  if (e && typeof e.code === 'number' && Number.isInteger(e.code) && typeof e.message === 'string') {
+  if (
+    e &&
+    !isInfrastructureFault(err) &&
+    typeof e.code === 'number' &&
+    Number.isInteger(e.code) &&
+    typeof e.message === 'string'
+  ) {
     return e.data === undefined
       ? { code: e.code, message: e.message }
       : { code: e.code, message: e.message, data: e.data };
   }
-  return { code: -32603, message: 'Internal error' };
+  // Anything else is a fault of ours: its text stays in the log, the client gets the id to quote.
+  return { code: -32603, message: internalErrorText(correlation) };
 }
 
 /**
@@ -318,8 +326,12 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
         error: { code: -32603, message: `Task aborted: ${describe(reason)}` },
       };
     } else {
-      this.logger.warn(`task ${entry.fence.taskId} (${entry.toolName}) threw: ${describe(settled.error)}`);
-      outcome = { kind: 'failed', error: errorPayload(settled.error) };
+      const id = correlationId();
+      this.logger.error(
+        `task ${entry.fence.taskId} (${entry.toolName}) threw [${id}]: ${describe(settled.error)}`,
+        settled.error instanceof Error ? settled.error.stack : undefined,
+      );
+      outcome = { kind: 'failed', error: errorPayload(settled.error, id) };
     }
     const aborted = entry.controller.signal.aborted && !settled.ok;
     let result: WorkerWriteResult | ParkResult | null;

@@ -268,6 +268,24 @@ describe('task registry on real PostgreSQL (one instance)', () => {
       });
     });
 
+    it('a worker that throws a database error ends its task failed with a generic error and a correlation id', async () => {
+      const pgError = await withClient(db.url, (c) => c.query('SELECT * FROM payroll_secret_table')).catch(
+        (e: unknown) => e as Error,
+      );
+      expect(String((pgError as Error).message)).toContain('payroll_secret_table');
+      const t = await tasks.createAndStart(input('owner-throw-db'));
+      const run = await exec.run(t.id);
+      run.throwError(pgError as Error);
+      const r = await tasks.waitForTerminal('owner-throw-db', t.id, { timeoutMs: 5000 });
+      const failed = r.kind === 'terminal' ? r.task : undefined;
+      expect(failed?.status).toBe('failed');
+      expect(failed?.error).toEqual({
+        code: -32603,
+        message: expect.stringMatching(/^Internal error \(correlation id [\w-]+\)$/),
+      });
+      expect(JSON.stringify(failed)).not.toContain('payroll_secret_table');
+    });
+
     it('escalates work that outlives the inline window and answers inline otherwise', async () => {
       const fast = await tasks.runInlineThenTask(
         input('owner-esc', { era: 'modern', sessionId: null }),

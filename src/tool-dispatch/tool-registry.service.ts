@@ -1,3 +1,4 @@
+import { correlationId, internalErrorText, isInfrastructureFault } from '../common/internal-fault.js';
 import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import type { Principal } from '../principals/principal.js';
 import { completionKey, type ToolCatalog, type ToolDefinition } from './tool-catalog.js';
@@ -105,7 +106,9 @@ export class ToolRegistry implements OnModuleInit {
    * reaches it as sent (missing arguments count as `{}`).
    *
    * Handler errors: a plain `Error` (or any other thrown value) becomes
-   * `{ content: [{ type: 'text', text: err.message }], isError: true }`, never with a stack. These propagate
+   * `{ content: [{ type: 'text', text: err.message }], isError: true }`, never with a stack; an infrastructure
+   * error (PostgreSQL, driver, TypeORM, socket) becomes `Internal error (correlation id …)` instead, its text
+   * logged only. These propagate
    * unchanged instead: `McpProtocolError` (becomes a JSON-RPC error), `McpControlSignal` subclasses (server
    * control flow such as "input required"), and anything thrown once `ctx.signal` has aborted (the call was
    * cancelled; there is nobody to report a tool error to).
@@ -141,6 +144,15 @@ export class ToolRegistry implements OnModuleInit {
       returned = await tool.handler(checked.value, ctx);
     } catch (err) {
       if (err instanceof McpProtocolError || err instanceof McpControlSignal || ctx.signal.aborted) throw err;
+      if (isInfrastructureFault(err)) {
+        // Database and driver text names tables, hosts and roles: the caller gets an id to quote, the log the rest.
+        const id = correlationId();
+        this.logger.error(
+          `Tool ${name} (${tool.source}) failed on infrastructure [${id}]: ${(err as Error).message}`,
+          (err as Error).stack,
+        );
+        return { content: [{ type: 'text', text: internalErrorText(id) }], isError: true };
+      }
       const message = err instanceof Error ? err.message : String(err);
       this.logger.warn(`Tool ${name} (${tool.source}) reported an error: ${message}`);
       return { content: [{ type: 'text', text: message || `Tool ${name} failed` }], isError: true };

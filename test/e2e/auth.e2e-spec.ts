@@ -133,6 +133,8 @@ describe('authentication (real AppModule over HTTP, own OIDC issuer on loopback)
         email: 'ada@example.test',
         scopes: ['tasks:read', 'tasks:write'],
         groups: ['eng'],
+        // The token's exp (300 s ahead), in epoch ms: streams opened with it close once it has passed.
+        expiresAt: JSON.parse(Buffer.from(token.split('.')[1], 'base64url').toString()).exp * 1000,
       });
       expect(issuer.discoveryFetches).toBe(1);
       const rows = await withClient(db.url, (c) =>
@@ -471,6 +473,58 @@ describe('authentication (real AppModule over HTTP, own OIDC issuer on loopback)
       });
       const missing = await request(app2.getHttpServer()).get('/probe').expect(401);
       expect(challengeParams(missing.headers['www-authenticate']).scope).toBe('tasks:read');
+    });
+  });
+
+  describe('OIDC_REQUIRED_TYP=at+jwt (RFC 9068 access tokens only)', () => {
+    let app3: INestApplication;
+    const http3 = () => request(app3.getHttpServer());
+
+    beforeAll(async () => {
+      app3 = await createTestApp(
+        db.url,
+        {
+          AUTH_PROVIDERS: 'oidc',
+          OIDC_ISSUER: issuer.issuer,
+          MCP_RESOURCE_URL: RESOURCE,
+          OIDC_REQUIRED_TYP: 'at+jwt',
+          METRICS_TOKEN,
+        },
+        [ProbeModule],
+      );
+    });
+    afterAll(async () => {
+      await app3.close();
+    });
+
+    it('accepts at+jwt in any case, with or without the application/ prefix', async () => {
+      for (const typ of ['at+jwt', 'AT+JWT', 'application/at+jwt', 'Application/AT+JWT']) {
+        await http3()
+          .get('/probe')
+          .set('authorization', `Bearer ${await issuer.sign({}, { typ })}`)
+          .expect(200);
+      }
+    });
+
+    it('refuses an ID token (typ JWT) and a token without typ with 401 invalid_token', async () => {
+      for (const typ of ['JWT', 'application/jwt', 'id_token+jwt', null]) {
+        const res = await http3()
+          .get('/probe')
+          .set('authorization', `Bearer ${await issuer.sign({}, { typ })}`)
+          .expect(401);
+        const params = challengeParams(res.headers['www-authenticate']);
+        expect(params.error).toBe('invalid_token');
+        expect(params.error_description).toBe('The token is not an access token of the required type');
+      }
+      const metrics = await http3().get('/metrics').set('authorization', `Bearer ${METRICS_TOKEN}`);
+      expect(metrics.text).toMatch(/^mcp_auth_failures_total\{reason="token_type"\} [1-9]/m);
+    });
+
+    it('leaves typ unchecked when unset (the default deployment above)', async () => {
+      await http()
+        .get('/probe')
+        .set('authorization', `Bearer ${await issuer.sign({}, { typ: 'JWT' })}`)
+        .expect(200);
     });
   });
 

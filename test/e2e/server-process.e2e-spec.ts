@@ -38,16 +38,26 @@ describe('the server process', () => {
     expect(run.output()).not.toMatch(/embedded PostgreSQL/);
   });
 
-  it('refuses to start in production without auth providers', async () => {
-    const run = runServer({ NODE_ENV: 'production', DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' });
+  it('refuses an unsafe production configuration at boot, listing every problem in one message', async () => {
+    const run = runServer({
+      NODE_ENV: 'production',
+      HOST: '0.0.0.0',
+      OIDC_ISSUER: 'http://idp.example.test/realms/corp',
+      OIDC_JWKS_URI: 'http://idp.example.test/jwks',
+      OIDC_JWKS_COOLDOWN_MS: '0',
+    });
     expect(await run.exited).toBe(1);
-    expect(run.output()).toMatch(/AUTH_PROVIDERS must name at least one of oidc, proxy, apikey/);
-  });
-
-  it('refuses to start in production without DATABASE_URL', async () => {
-    const run = runServer({ NODE_ENV: 'production', AUTH_PROVIDERS: 'apikey' });
-    expect(await run.exited).toBe(1);
-    expect(run.output()).toMatch(/NODE_ENV=production needs DATABASE_URL/);
+    const out = run.output();
+    expect(out).toMatch(/AUTH_PROVIDERS must name at least one of oidc, proxy, apikey/);
+    expect(out).toMatch(/DATABASE_URL is required when NODE_ENV=production/);
+    expect(out).toMatch(/METRICS_TOKEN is required when NODE_ENV=production/);
+    expect(out).toMatch(/MCP_RESOURCE_URL is required when NODE_ENV=production/);
+    expect(out).toMatch(/OIDC_ISSUER must be an https URL/);
+    expect(out).toMatch(/OIDC_JWKS_URI must be an https URL/);
+    expect(out).toMatch(/OIDC_JWKS_COOLDOWN_MS must not be 0/);
+    // One message: a single "Invalid configuration" header, nothing started before it.
+    expect(out.match(/Invalid configuration/g)).toHaveLength(1);
+    expect(out).not.toMatch(/listening on|database: /);
   });
 
   it('starts two instances at the same moment on one database: both ready, migrations applied once', async () => {
@@ -88,6 +98,8 @@ describe('the server process', () => {
         NODE_ENV: 'production',
         LOG_LEVEL: 'debug',
         AUTH_PROVIDERS: 'apikey',
+        METRICS_TOKEN: 'metrics-token-for-the-json-test',
+        MCP_RESOURCE_URL: 'https://mcp.example.test/mcp',
       });
       const res = await fetch(`${s.baseUrl}/health/live`, { headers: { 'x-request-id': 'trace-me-1' } });
       expect(res.headers.get('x-request-id')).toBe('trace-me-1');

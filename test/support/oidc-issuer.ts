@@ -25,6 +25,8 @@ export interface SignOptions {
   issuer?: string;
   audience?: string | string[];
   subject?: string;
+  /** The JOSE `typ` header; default `at+jwt` (RFC 9068). `null` leaves it out. */
+  typ?: string | null;
 }
 
 /**
@@ -104,7 +106,11 @@ export class TestIssuer {
   async sign(claims: JWTPayload = {}, o: SignOptions = {}): Promise<string> {
     const kid = o.kid ?? 'key-1';
     return this.claims(claims, o)
-      .setProtectedHeader({ alg: 'RS256', kid, typ: 'at+jwt' })
+      .setProtectedHeader({
+        alg: 'RS256',
+        kid,
+        ...(o.typ !== null && { typ: o.typ ?? 'at+jwt' }),
+      })
       .sign(this.key(kid).privateKey);
   }
 

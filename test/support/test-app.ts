@@ -3,6 +3,7 @@ import {
   type DynamicModule,
   type INestApplication,
   type LoggerService,
+  type LogLevel,
   type Type,
 } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
@@ -16,13 +17,14 @@ class TestRootModule {}
 /**
  * The real AppModule and the production HTTP pipeline (configureApp), listening on an ephemeral loopback
  * port, against the given database. `imports` adds test-only modules (a probe controller, say) beside it;
- * `options.logger` replaces the default console logger (to capture what the app logs).
+ * `options.logger` replaces the default console logger (to capture what the app logs), or narrows the levels
+ * Nest logs (the fuzz tier keeps its thousands of refusals out of the output).
  */
 export async function createTestApp(
   databaseUrl: string,
   env: Record<string, string> = {},
   imports: (Type | DynamicModule)[] = [],
-  options: { logger?: LoggerService } = {},
+  options: { logger?: LoggerService | LogLevel[] } = {},
 ): Promise<INestApplication> {
   const config = loadConfig({ LOG_LEVEL: 'warn', NODE_ENV: 'test', ...env, DATABASE_URL: databaseUrl });
   const root: DynamicModule =

@@ -16,6 +16,8 @@ function failureFor(err: unknown): AuthFailure {
         return new AuthFailure(AuthFailureReason.Issuer);
       case 'aud':
         return new AuthFailure(AuthFailureReason.Audience);
+      case 'typ':
+        return new AuthFailure(AuthFailureReason.TokenType);
       default:
         return new AuthFailure(AuthFailureReason.Malformed);
     }
@@ -51,6 +53,8 @@ export class OidcVerifier {
         algorithms: this.config.OIDC_ALGORITHMS,
         clockTolerance: this.config.OIDC_CLOCK_SKEW_S,
         requiredClaims: ['exp', 'sub'],
+        // RFC 9068: jose compares case-insensitively and treats `at+jwt` and `application/at+jwt` alike.
+        ...(this.config.OIDC_REQUIRED_TYP && { typ: this.config.OIDC_REQUIRED_TYP }),
       });
       return payload as JWTPayload & { sub: string };
     } catch (err) {

@@ -54,6 +54,8 @@ export class OidcStrategy extends AuthStrategy('oidc') {
       scopes: scopesOf(payload),
       // Entra ID app roles and Keycloak/Okta groups both describe membership, not OAuth scopes.
       groups: [...listClaim(payload.groups), ...listClaim(payload.roles)],
+      // `exp` is a required claim; streams opened with this token close once it has passed.
+      ...(typeof payload.exp === 'number' && { expiresAt: payload.exp * 1000 }),
     });
   }
 }

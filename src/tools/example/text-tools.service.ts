@@ -16,11 +16,12 @@ import { SUMMARY_STYLES, SummaryPromptArgs } from './summary-prompt.args.js';
 import { WordCountInput } from './word-count.input.js';
 import { WordCountOutput } from './word-count.output.js';
 
-const GLOSSARY: Record<string, string> = {
-  token: 'A unit of text, usually a word or a piece of one.',
-  stem: 'The base form of a word once suffixes are removed.',
-  stopword: 'A very common word (the, a, of) that analyses usually ignore.',
-};
+// A Map, not an object literal: a term such as `constructor` or `__proto__` must not find Object.prototype.
+const GLOSSARY = new Map<string, string>([
+  ['token', 'A unit of text, usually a word or a piece of one.'],
+  ['stem', 'The base form of a word once suffixes are removed.'],
+  ['stopword', 'A very common word (the, a, of) that analyses usually ignore.'],
+]);
 
 /**
  * The text-utilities team's tools: an example of a complete tool module (see docs/tool-authoring.md).
@@ -73,7 +74,7 @@ export class TextToolsService {
     mimeType: 'text/plain',
   })
   glossaryTerm({ uri, params }: ResourceRequest): string {
-    const definition = GLOSSARY[params.term];
+    const definition = GLOSSARY.get(params.term);
     if (!definition) {
       throw new ToolDispatchError(
         ToolDispatchErrorCode.RESOURCE_NOT_FOUND,
@@ -93,7 +94,7 @@ export class TextToolsService {
     mimeType: 'application/json',
   })
   glossary(): string {
-    return JSON.stringify(Object.keys(GLOSSARY));
+    return JSON.stringify([...GLOSSARY.keys()]);
   }
 
   @McpPrompt({
