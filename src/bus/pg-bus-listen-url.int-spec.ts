@@ -42,14 +42,14 @@ describe('PgBusService with DATABASE_LISTEN_URL', () => {
         [db.name],
       ),
     );
-    const listeners = users.rows.filter((r) => r.application_name === 'mcp-task-server-listen');
+    const listeners = users.rows.filter((r) => r.application_name.startsWith('mcp-task-server-listen:'));
     expect(listeners.map((r) => r.usename)).toEqual([role]);
     // The pool's connections keep DATABASE_URL's user.
-    expect(users.rows.filter((r) => r.application_name !== 'mcp-task-server-listen').length).toBeGreaterThan(
-      0,
-    );
     expect(
-      users.rows.every((r) => r.application_name === 'mcp-task-server-listen' || r.usename !== role),
+      users.rows.filter((r) => !r.application_name.startsWith('mcp-task-server-listen:')).length,
+    ).toBeGreaterThan(0);
+    expect(
+      users.rows.every((r) => r.application_name.startsWith('mcp-task-server-listen:') || r.usename !== role),
     ).toBe(true);
 
     const got: unknown[] = [];

@@ -45,8 +45,10 @@ describe('deploy/k8s manifests', () => {
   // The config the pods get: the ConfigMap's values, validated by the app's own schema.
   const config: AppConfig = loadConfig({
     ...configMap.data,
+    // The variables the Deployment takes from the Secret (placeholders; production refuses to start without them).
     DATABASE_URL: 'postgres://placeholder@db/mcp',
     MRTR_STATE_SECRET: 'x'.repeat(32),
+    METRICS_TOKEN: 'placeholder-metrics-token',
   });
 
   it('holds a Deployment, Service, PodDisruptionBudget and HorizontalPodAutoscaler that parse', () => {

@@ -184,7 +184,7 @@ describe('operator metrics on /metrics (real HTTP, real PostgreSQL)', () => {
     await withClient(db.url, (pg) =>
       pg.query(
         `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-         WHERE datname = $1 AND application_name = 'mcp-task-server-listen'`,
+         WHERE datname = $1 AND application_name LIKE 'mcp-task-server-listen:%'`,
         [dbName],
       ),
     );
