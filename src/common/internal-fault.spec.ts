@@ -1,4 +1,4 @@
-import { isInfrastructureFault } from './internal-fault.js';
+import { isDatabaseUnavailable, isInfrastructureFault } from './internal-fault.js';
 
 class TypeORMError extends Error {}
 class QueryFailedError extends TypeORMError {}
@@ -28,5 +28,42 @@ describe('isInfrastructureFault', () => {
     expect(isInfrastructureFault(Object.assign(new Error('bad'), { code: 'E_TOO_BIG' }))).toBe(false);
     expect(isInfrastructureFault('a string')).toBe(false);
     expect(isInfrastructureFault(null)).toBe(false);
+  });
+});
+
+describe('isDatabaseUnavailable', () => {
+  it('tells an unreachable database from a failing statement', () => {
+    const shutdown = Object.assign(new Error('terminating connection due to administrator command'), {
+      code: '57P01',
+      severity: 'FATAL',
+    });
+    const tooMany = Object.assign(new Error('sorry, too many clients already'), {
+      code: '53300',
+      severity: 'FATAL',
+    });
+    const lostLink = Object.assign(new Error('connection failure'), { code: '08006', severity: 'FATAL' });
+    expect(isDatabaseUnavailable(shutdown)).toBe(true);
+    expect(isDatabaseUnavailable(tooMany)).toBe(true);
+    expect(isDatabaseUnavailable(lostLink)).toBe(true);
+    expect(isDatabaseUnavailable(Object.assign(new QueryFailedError('q'), { driverError: shutdown }))).toBe(
+      true,
+    );
+    expect(
+      isDatabaseUnavailable(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' })),
+    ).toBe(true);
+    expect(isDatabaseUnavailable(new Error('Connection terminated unexpectedly'))).toBe(true);
+
+    const missingTable = Object.assign(new Error('relation "t" does not exist'), {
+      code: '42P01',
+      severity: 'ERROR',
+    });
+    const lockTimeout = Object.assign(new Error('canceling statement due to lock timeout'), {
+      code: '55P03',
+      severity: 'ERROR',
+    });
+    expect(isDatabaseUnavailable(missingTable)).toBe(false);
+    expect(isDatabaseUnavailable(lockTimeout)).toBe(false);
+    expect(isDatabaseUnavailable(new Error('the file is too large'))).toBe(false);
+    expect(isDatabaseUnavailable(null)).toBe(false);
   });
 });

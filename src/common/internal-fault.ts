@@ -43,6 +43,33 @@ export function isInfrastructureFault(err: unknown): boolean {
   return err instanceof Error && POOL_MESSAGES.test(err.message);
 }
 
+/** SQLSTATEs that mean "PostgreSQL cannot serve right now", not "this statement is wrong". */
+const UNAVAILABLE_SQLSTATE = /^(08...|57P0[1-3]|53300)$/;
+const UNAVAILABLE_SYSCALL_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENOTFOUND',
+]);
+
+/**
+ * Whether an infrastructure fault is the database being out of reach (restart, failover, cut connection,
+ * connection limit) rather than a failing statement: the client may retry, on this or another instance, so it
+ * gets HTTP 503 with Retry-After instead of a JSON-RPC error it would take as final.
+ */
+export function isDatabaseUnavailable(err: unknown, depth = 0): boolean {
+  if (typeof err !== 'object' || err === null || depth > 3) return false;
+  const e = err as { code?: unknown; severity?: unknown; driverError?: unknown; syscall?: unknown };
+  if (typeof e.code === 'string') {
+    if (typeof e.severity === 'string' && UNAVAILABLE_SQLSTATE.test(e.code)) return true;
+    if (UNAVAILABLE_SYSCALL_CODES.has(e.code)) return true;
+  }
+  if (e.driverError !== undefined) return isDatabaseUnavailable(e.driverError, depth + 1);
+  return err instanceof Error && POOL_MESSAGES.test(err.message);
+}
+
 /** The id a client quotes to an operator: the request's correlation id, or a fresh one outside a request. */
 export function correlationId(): string {
   return currentRequestId() ?? randomUUID();

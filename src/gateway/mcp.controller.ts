@@ -22,6 +22,7 @@ import { ToolRegistry } from '../tool-dispatch/tool-registry.service.js';
 import { LegacyMcpHandler } from './legacy-mcp.handler.js';
 import { ModernMcpHandler } from './modern-mcp.handler.js';
 import { OriginPolicy } from './origin-policy.js';
+import { RETRY_AFTER_S } from './response-channel.js';
 
 function accepts(req: Request, type: string): boolean {
   const accept = req.header('accept') ?? '';
@@ -224,6 +225,7 @@ export class McpController {
       return;
     }
     const status = mapped.httpStatus === 200 && id === null ? 400 : mapped.httpStatus;
+    if (status === 503) res.setHeader('Retry-After', String(RETRY_AFTER_S));
     res.status(status).json(errorResponse(id, mapped.error));
   }
 }

@@ -5,6 +5,9 @@ import type { SseEventsRepository } from '../sessions/sse-events.repository.js';
 import { SseWriter } from './sse-writer.js';
 import { formatEventId, type StreamHub } from './stream-hub.service.js';
 
+/** Retry-After of a 503 answer (the database is out of reach): readiness takes about this long to notice. */
+export const RETRY_AFTER_S = 2;
+
 /**
  * How the answer to one POSTed request travels back: a plain JSON body when the handler sends nothing
  * before its result, an SSE stream as soon as it emits a notification or a request of its own.
@@ -76,7 +79,10 @@ export class LegacyChannel implements ResponseChannel {
 
   async respond(message: JsonRpcResponse, httpStatus = 200): Promise<void> {
     if (!this.streaming) {
-      if (!this.res.headersSent && !this.res.destroyed) this.res.status(httpStatus).json(message);
+      if (!this.res.headersSent && !this.res.destroyed) {
+        if (httpStatus === 503) this.res.setHeader('Retry-After', String(RETRY_AFTER_S));
+        this.res.status(httpStatus).json(message);
+      }
       return;
     }
     await this.streaming;
@@ -127,7 +133,10 @@ export class ModernChannel implements ResponseChannel {
   async respond(message: JsonRpcResponse, httpStatus = 200): Promise<void> {
     this.answered = true;
     if (!this.writer) {
-      if (!this.res.headersSent && !this.res.destroyed) this.res.status(httpStatus).json(message);
+      if (!this.res.headersSent && !this.res.destroyed) {
+        if (httpStatus === 503) this.res.setHeader('Retry-After', String(RETRY_AFTER_S));
+        this.res.status(httpStatus).json(message);
+      }
       return;
     }
     this.writer.send(message);

@@ -38,6 +38,8 @@ interface Sent {
   status: number;
   /** The JSON-RPC error code, when the request was answered with one. */
   rpcError?: number;
+  /** The Retry-After header of the answer, if any. */
+  retryAfter?: string;
 }
 
 interface Made {
@@ -160,6 +162,7 @@ describe('chaos: PostgreSQL restart under steady load on two instances', () => {
           doneAt: Date.now(),
           status: r.status,
           rpcError: r.response?.error?.code,
+          retryAfter: r.retryAfter,
         });
         const task = r.response?.result?.task;
         if (kind === 'create' && task) {
@@ -329,6 +332,10 @@ describe('chaos: PostgreSQL restart under steady load on two instances', () => {
     }
     expect(outside.filter(is5xx)).toEqual([]);
     expect(outside.filter(failed)).toEqual([]);
+    // During the outage a request either succeeds or is told to retry (503 + Retry-After), never a final
+    // JSON-RPC error inside a 200.
+    expect(inside.filter((r) => r.status === 200 && r.rpcError !== undefined)).toEqual([]);
+    expect(inside.filter((r) => r.status === 503 && !r.retryAfter)).toEqual([]);
     expect(finals.slice(0, preOutage).every((t) => t?.status === 'completed')).toBe(true);
   });
 });

@@ -288,13 +288,13 @@ export async function legacyCall(
   sessionId: string,
   method: string,
   params: Record<string, unknown>,
-): Promise<{ status: number; response?: any; error?: string }> {
+): Promise<{ status: number; response?: any; error?: string; retryAfter?: string }> {
   try {
     const a = await rpc(url, { jsonrpc: '2.0', id: rpcId(), method, params }, sessionHeaders(sessionId));
     const response =
       a.json ??
       [...a.events].reverse().find((e) => e.json && ('result' in e.json || 'error' in e.json))?.json;
-    return { status: a.status, response };
+    return { status: a.status, response, retryAfter: a.headers.get('retry-after') ?? undefined };
   } catch (err) {
     return { status: 0, error: err instanceof Error ? err.message : String(err) };
   }
