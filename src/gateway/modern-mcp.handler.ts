@@ -242,6 +242,9 @@ export class ModernMcpHandler {
       if (filters[key] === true) agreed[key] = true;
     }
     const closed = new AbortController();
+    // A client that leaves while the filters are still being set up must end them too (their bus handlers).
+    const onGone = (): void => closed.abort();
+    res.once('close', onGone);
     const tag = { [META.SUBSCRIPTION_ID]: m.id };
     // Filters are set up before the stream opens (their refusals are plain HTTP errors); anything they
     // deliver before the acknowledgement waits and follows it.
@@ -263,11 +266,22 @@ export class ModernMcpHandler {
       }
     } catch (err) {
       closed.abort(); // unsubscribes whatever the earlier filters set up
+      res.off('close', onGone);
       throw err;
     }
+    if (closed.signal.aborted || res.destroyed) {
+      // Gone before the acknowledgement: open nothing (no writer, no keep-alive timer, no drain listener).
+      closed.abort();
+      return;
+    }
+    res.off('close', onGone);
     const writer = new SseWriter(res, this.config.SSE_KEEPALIVE_MS);
-    writer.onClose(() => closed.abort());
-    this.lifecycle.onDrain(() => writer.end());
+    // Both listeners go with the stream, so a closed listen keeps neither the writer nor its request alive.
+    const offDrain = this.lifecycle.onDrain(() => writer.end());
+    writer.onClose(() => {
+      offDrain();
+      closed.abort();
+    });
     writer.send({
       jsonrpc: '2.0',
       method: 'notifications/subscriptions/acknowledged',

@@ -48,7 +48,11 @@ function localAnswers(wire: Readonly<Record<string, unknown>>): Record<string, u
  */
 @Injectable()
 export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
-  /** Who started or resumed each task on this instance: the tool context carries the principal, not an id. */
+  /**
+   * Who starts or resumes each task on this instance (the tool context carries a principal, not an id).
+   * Filled only after the registry accepted the caller as the owner, just before the run starts, and
+   * taken back as the run begins: it never holds more entries than runs starting at this moment.
+   */
   private readonly principals = new Map<string, Principal>();
 
   constructor(
@@ -63,17 +67,21 @@ export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
     this.runner.setExecutor(this);
   }
 
+  /** Call only with the owner's principal, after the registry checked ownership (creation or resume). */
   rememberPrincipal(taskId: string, principal: Principal): void {
     this.principals.set(taskId, principal);
   }
 
+  /** Principals remembered for runs that have not begun yet (0 when idle). */
+  get pendingPrincipals(): number {
+    return this.principals.size;
+  }
+
   async execute(task: TaskSnapshot, ctx: TaskExecutionContext): Promise<TaskOutcome> {
-    try {
-      return await this.run(task, ctx);
-    } finally {
-      // Each run is started by a request that remembered its caller just before (creation or resume).
-      this.principals.delete(task.id);
-    }
+    const principal = this.principals.get(task.id);
+    this.principals.delete(task.id);
+    // Without one (a run rescued or resumed by the registry on its own), the owner's id stands in.
+    return this.run(task, ctx, principal ?? fallbackPrincipal(task.ownerId));
   }
 
   /** Runs the tool once under a request context of the task's era; maps how it ended to a TaskOutcome. */
@@ -96,10 +104,13 @@ export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
     }
   }
 
-  private async run(task: TaskSnapshot, ctx: TaskExecutionContext): Promise<TaskOutcome> {
+  private async run(
+    task: TaskSnapshot,
+    ctx: TaskExecutionContext,
+    principal: Principal,
+  ): Promise<TaskOutcome> {
     const params = task.requestParams;
     const meta = isObject(params._meta) ? params._meta : {};
-    const principal = this.principals.get(task.id) ?? fallbackPrincipal(task.ownerId);
     let input: InputApi;
     let clientCapabilities: Params;
     let protocolVersion: string;

@@ -272,8 +272,11 @@ export class TasksProtocolService implements OnModuleInit {
     const taskId = taskIdOf(p);
     if (!isObject(p.inputResponses))
       throw ProtocolError.invalidParams('params.inputResponses must be an object');
-    this.executor.rememberPrincipal(taskId, ctx.principal);
-    await this.tasks.submitInput(ctx.principal.id, taskId, p.inputResponses);
+    // The caller's principal is remembered only once the registry accepted it as the owner's, for the run
+    // this update resumes: nothing is keyed by a client-chosen id before that.
+    await this.tasks.submitInput(ctx.principal.id, taskId, p.inputResponses, (task) =>
+      this.executor.rememberPrincipal(task.id, ctx.principal),
+    );
     return {};
   }
 

@@ -241,11 +241,13 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
    * tasks/update: merges `responses` into a parked task (unknown and already answered keys are ignored).
    * When the last outstanding key is answered the task is working again and this instance resumes the
    * handler with its saved state and every answer so far. Unknown or foreign → TASK_NOT_FOUND.
+   * `beforeResume` runs only then, after ownership was checked, just before the run starts.
    */
   async submitInput(
     ownerId: string,
     taskId: string,
     responses: Record<string, unknown>,
+    beforeResume?: (task: TaskSnapshot) => void,
   ): Promise<MergeResult> {
     if (!isWellFormedTaskId(taskId)) throw TaskError.notFound();
     if (responses === null || typeof responses !== 'object' || Array.isArray(responses)) {
@@ -256,7 +258,10 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
       leaseMs: this.config.TASK_LEASE_MS,
     });
     if (!r) throw TaskError.notFound();
-    if (r.resumed) this.runner.start(r.task);
+    if (r.resumed) {
+      beforeResume?.(r.task);
+      this.runner.start(r.task);
+    }
     return r;
   }
 
