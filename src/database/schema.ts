@@ -9,6 +9,7 @@ import { CreateServiceInstance1764460000000 } from '../../migrations/17644600000
 import { CreateSessions1764460100000 } from '../../migrations/1764460100000-create-sessions.js';
 import { CreatePrincipalAndApiKey1764460200000 } from '../../migrations/1764460200000-create-principal-and-api-key.js';
 import { CreateTask1764460300000 } from '../../migrations/1764460300000-create-task.js';
+import { SessionPrincipalLiveIndex1765071946000 } from '../../migrations/1765071946000-session-principal-live-index.js';
 
 /**
  * The one list of entities and migrations. Explicit classes rather than globs, so the app, the TypeORM CLI
@@ -28,4 +29,5 @@ export const MIGRATIONS = [
   CreateSessions1764460100000,
   CreatePrincipalAndApiKey1764460200000,
   CreateTask1764460300000,
+  SessionPrincipalLiveIndex1765071946000,
 ];

@@ -14,6 +14,7 @@ import { ProtocolError } from '../protocol/protocol.errors.js';
 import { isLoggingLevel, type RequestContext } from '../protocol/request-context.js';
 import { isLegacyVersion, negotiateLegacyVersion } from '../protocol/versions.js';
 import type { Principal } from '../principals/principal.js';
+import { QuotaService } from '../quotas/quota.service.js';
 import type { McpSession } from '../sessions/session.entity.js';
 import { SessionsService } from '../sessions/sessions.service.js';
 import { SseEventsRepository } from '../sessions/sse-events.repository.js';
@@ -49,6 +50,7 @@ export class LegacyMcpHandler {
     private readonly inFlight: InFlightService,
     private readonly executor: McpRequestExecutor,
     private readonly config: AppConfig,
+    private readonly quotas: QuotaService,
   ) {
     this.methods.set('ping', async () => ({}));
     this.methods.set('logging/setLevel', async (p, ctx) => {
@@ -60,6 +62,9 @@ export class LegacyMcpHandler {
     this.methods.set('resources/subscribe', async (p, ctx) => {
       if (typeof p.uri !== 'string' || !p.uri)
         throw ProtocolError.invalidParams('params.uri must be a string');
+      if (!ctx.session.resourceSubscriptions.includes(p.uri)) {
+        this.quotas.checkSubscriptions(ctx.session.resourceSubscriptions.length);
+      }
       await this.sessions.subscribe(ctx.session, p.uri);
       return {};
     });
@@ -100,6 +105,7 @@ export class LegacyMcpHandler {
     if (typeof info !== 'object' || info === null || Array.isArray(info)) {
       throw ProtocolError.invalidParams('params.clientInfo must be an object', undefined, 400);
     }
+    this.quotas.checkBytes('session_client_bytes', { capabilities: caps, clientInfo: info }, 413);
     const version = negotiateLegacyVersion(p.protocolVersion);
     const session = await this.sessions.open(principal, version, caps as Params, info as Params);
     res.setHeader('Mcp-Session-Id', session.id);

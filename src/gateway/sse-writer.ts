@@ -21,6 +21,8 @@ export class SseWriter {
     res.setHeader('X-Accel-Buffering', 'no');
     for (const [k, v] of Object.entries(extraHeaders)) res.setHeader(k, v);
     res.flushHeaders();
+    // The HTTP edge counts every open stream against its principal's quota (see McpController).
+    (res.locals as { onSseOpen?: () => void } | undefined)?.onSseOpen?.();
     this.keepAlive = setInterval(() => this.comment('keep-alive'), keepAliveMs);
     this.keepAlive.unref();
     res.on('close', () => this.markClosed());

@@ -1,9 +1,11 @@
 import { Injectable, type OnModuleInit } from '@nestjs/common';
+import { JSONRPC } from '../protocol/json-rpc.js';
 import { McpMethodsService } from '../protocol/mcp-methods.service.js';
 import { InputRequiredSignal, MrtrInput } from '../protocol/mrtr-input.js';
 import type { RequestContext } from '../protocol/request-context.js';
 import { META } from '../protocol/versions.js';
 import type { Principal } from '../principals/principal.js';
+import { QuotaService } from '../quotas/quota.service.js';
 import { SessionsService } from '../sessions/sessions.service.js';
 import { TaskRunnerService } from '../tasks/task-runner.service.js';
 import type {
@@ -61,6 +63,7 @@ export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
     private readonly hub: StreamHub,
     private readonly clientRequests: ClientRequestsService,
     private readonly sessions: SessionsService,
+    private readonly quotas: QuotaService,
   ) {}
 
   onModuleInit(): void {
@@ -87,7 +90,20 @@ export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
   /** Runs the tool once under a request context of the task's era; maps how it ended to a TaskOutcome. */
   async outcomeOf(work: () => Promise<Record<string, unknown>>): Promise<TaskOutcome> {
     try {
-      return { kind: 'completed', result: await work() };
+      const result = await work();
+      // A result too large to store ends the task failed, with an error naming the quota.
+      if (!this.quotas.resultFits(result)) {
+        const limit = this.quotas.resultLimit;
+        return {
+          kind: 'failed',
+          error: {
+            code: JSONRPC.SERVER_ERROR,
+            message: `The result exceeds QUOTA_TASK_RESULT_BYTES = ${limit}`,
+            data: { quota: 'task_result_bytes', limit, setting: 'QUOTA_TASK_RESULT_BYTES' },
+          },
+        };
+      }
+      return { kind: 'completed', result };
     } catch (err) {
       if (err instanceof InputRequiredSignal) return { kind: 'input_required', requests: err.requests };
       if (err instanceof McpProtocolError) {

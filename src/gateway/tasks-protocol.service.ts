@@ -11,6 +11,8 @@ import { legacyTask, modernCreateTaskResult, modernDetailedTask } from '../tasks
 import { TaskError, TaskErrorCode } from '../tasks/tasks.errors.js';
 import { TasksService } from '../tasks/tasks.service.js';
 import { TaskRunnerService } from '../tasks/task-runner.service.js';
+import type { QuotaName } from '../quotas/quota.errors.js';
+import { QuotaService } from '../quotas/quota.service.js';
 import { McpProtocolError } from '../tool-dispatch/tool-context.js';
 import { LegacyMcpHandler } from './legacy-mcp.handler.js';
 import { ModernMcpHandler } from './modern-mcp.handler.js';
@@ -54,6 +56,7 @@ export class TasksProtocolService implements OnModuleInit {
     private readonly legacy: LegacyMcpHandler,
     private readonly modern: ModernMcpHandler,
     private readonly hub: StreamHub,
+    private readonly quotas: QuotaService,
   ) {}
 
   onModuleInit(): void {
@@ -78,6 +81,19 @@ export class TasksProtocolService implements OnModuleInit {
       if (!self || change.era !== 'legacy' || !change.sessionId) return;
       void this.notifyLegacy(change.taskId, change.ownerId, change.sessionId);
     });
+  }
+
+  /** A per-owner quota the registry enforces in its transaction becomes a counted quota error. */
+  private async counted<T>(work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (err) {
+      if (err instanceof TaskError && err.quota) {
+        const q = err.quota;
+        throw this.quotas.refuse(q.quota as QuotaName, err.message, q.limit, q.setting);
+      }
+      throw err;
+    }
   }
 
   // ---------------------------------------------------------------- handshake era (2025-11-25)
@@ -107,15 +123,18 @@ export class TasksProtocolService implements OnModuleInit {
         ) {
           throw ProtocolError.invalidParams('params.task.ttl must be a positive number of milliseconds');
         }
-        const task = await this.tasks.create({
-          ownerId: ctx.principal.id,
-          sessionId: ctx.session?.id ?? null,
-          era: 'legacy',
-          toolName: tool.name,
-          requestParams: p,
-          requestedTtlMs: typeof requested === 'number' ? requested : null,
-          mode: 'immediate',
-        });
+        this.quotas.checkBytes('task_params_bytes', p);
+        const task = await this.counted(() =>
+          this.tasks.create({
+            ownerId: ctx.principal.id,
+            sessionId: ctx.session?.id ?? null,
+            era: 'legacy',
+            toolName: tool.name,
+            requestParams: p,
+            requestedTtlMs: typeof requested === 'number' ? requested : null,
+            mode: 'immediate',
+          }),
+        );
         this.executor.rememberPrincipal(task.id, ctx.principal);
         this.runner.start(task);
         return { task: legacyTask(task) };
@@ -125,7 +144,13 @@ export class TasksProtocolService implements OnModuleInit {
 
   private async legacyResult(p: Params, ctx: RequestContext): Promise<Record<string, unknown>> {
     const taskId = taskIdOf(p);
-    const waited = await this.tasks.waitForTerminal(ctx.principal.id, taskId, { signal: ctx.signal });
+    const release = this.quotas.acquire('result_waiters', ctx.principal.id);
+    let waited;
+    try {
+      waited = await this.tasks.waitForTerminal(ctx.principal.id, taskId, { signal: ctx.signal });
+    } finally {
+      release();
+    }
     const related = { [META.RELATED_TASK]: { taskId } };
     switch (waited.kind) {
       case 'gone':
@@ -212,16 +237,22 @@ export class TasksProtocolService implements OnModuleInit {
     // Synchronous MRTR rounds may precede the task; the answers gathered so far travel with it.
     const { requestState: _r, ...stored } = p;
     const requestParams = { ...stored, inputResponses: ctx.answers ?? {} };
-    const escalation = await this.tasks.runInlineThenTask(
-      {
-        ownerId: ctx.principal.id,
-        era: 'modern',
-        toolName: tool.name,
-        requestParams,
-        requestedTtlMs: null,
-      },
-      (signal) => this.executor.outcomeOf(() => this.mcp.handle('tools/call', p, { ...ctx, signal })),
-      { signal: ctx.signal, windowMs: decision.mode === 'inline_then_task' ? decision.windowMs : undefined },
+    this.quotas.checkBytes('task_params_bytes', requestParams);
+    const escalation = await this.counted(() =>
+      this.tasks.runInlineThenTask(
+        {
+          ownerId: ctx.principal.id,
+          era: 'modern',
+          toolName: tool.name,
+          requestParams,
+          requestedTtlMs: null,
+        },
+        (signal) => this.executor.outcomeOf(() => this.mcp.handle('tools/call', p, { ...ctx, signal })),
+        {
+          signal: ctx.signal,
+          windowMs: decision.mode === 'inline_then_task' ? decision.windowMs : undefined,
+        },
+      ),
     );
     switch (escalation.kind) {
       case 'aborted':
@@ -255,14 +286,16 @@ export class TasksProtocolService implements OnModuleInit {
       if (outcome.kind === 'completed') return outcome.result;
       throw new McpProtocolError(outcome.error.code, outcome.error.message, outcome.error.data);
     }
-    const task = await this.tasks.create({
-      ownerId: ctx.principal.id,
-      era: 'modern',
-      toolName,
-      requestParams,
-      requestedTtlMs: null,
-      mode: 'escalated',
-    });
+    const task = await this.counted(() =>
+      this.tasks.create({
+        ownerId: ctx.principal.id,
+        era: 'modern',
+        toolName,
+        requestParams,
+        requestedTtlMs: null,
+        mode: 'escalated',
+      }),
+    );
     this.runner.adopt(task, new AbortController(), Promise.resolve(outcome));
     return modernCreateTaskResult(task);
   }
@@ -272,6 +305,8 @@ export class TasksProtocolService implements OnModuleInit {
     const taskId = taskIdOf(p);
     if (!isObject(p.inputResponses))
       throw ProtocolError.invalidParams('params.inputResponses must be an object');
+    // Each update is bounded; TASK_MAX_INPUT_ROUNDS bounds how many a task stores.
+    this.quotas.checkBytes('task_input_bytes', p.inputResponses);
     // The caller's principal is remembered only once the registry accepted it as the owner's, for the run
     // this update resumes: nothing is keyed by a client-chosen id before that.
     await this.tasks.submitInput(ctx.principal.id, taskId, p.inputResponses, (task) =>

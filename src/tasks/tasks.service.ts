@@ -120,7 +120,11 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
         leaseMs: this.config.TASK_LEASE_MS,
         statusMessage: input.statusMessage ?? null,
       },
-      { maxPerOwner: this.config.TASK_MAX_PER_OWNER, maxTotal: this.config.TASK_MAX_TOTAL },
+      {
+        maxPerOwner: this.config.TASK_MAX_PER_OWNER,
+        maxTotal: this.config.TASK_MAX_TOTAL,
+        maxRetainedPerOwner: this.config.QUOTA_RETAINED_TASKS_PER_OWNER,
+      },
     );
     this.metrics.taskCreated(task.toolName, input.mode ?? 'immediate');
     return task;
