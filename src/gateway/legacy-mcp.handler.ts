@@ -223,6 +223,13 @@ export class LegacyMcpHandler {
       retryMs: this.config.SSE_RETRY_MS,
     });
     const { controller, done } = this.inFlight.start(session.id, m.id);
+    // A disconnect is not a cancellation in this era: the work goes on and a stream can be resumed. A
+    // tasks/result that has not opened a stream, though, only waits; with its client gone nobody can ever
+    // receive its answer, so the wait (and its quota lease, its timers and database polls) ends there.
+    const onGone = (): void => {
+      if (!res.headersSent) controller.abort(new Error('the client left before the result'));
+    };
+    if (m.method === 'tasks/result') res.once('close', onGone);
     const params = m.params ?? {};
     const meta = (params._meta ?? {}) as Params;
     const progressToken =
@@ -265,6 +272,7 @@ export class LegacyMcpHandler {
       const mapped = mapError(err, 'legacy');
       await channel.respond(errorResponse(m.id, mapped.error), mapped.httpStatus);
     } finally {
+      res.off('close', onGone);
       done();
     }
   }

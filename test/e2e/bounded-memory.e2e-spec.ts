@@ -2,12 +2,23 @@ import type { INestApplication } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
 import { PgBusService } from '../../src/bus/pg-bus.service.js';
 import { TaskExecutor } from '../../src/gateway/task-executor.service.js';
+import { principalIdFor } from '../../src/principals/principals.service.js';
+import { QuotaService } from '../../src/quotas/quota.service.js';
 import { ModernMcpHandler } from '../../src/gateway/modern-mcp.handler.js';
 import { LifecycleService } from '../../src/lifecycle/lifecycle.service.js';
 import { TASK_CHANNEL } from '../../src/tasks/tasks.repository.js';
 import { TasksService } from '../../src/tasks/tasks.service.js';
 import { MODERN, openStream, responseOf } from '../support/mcp-http.js';
-import { asUser, EXT_CAPS, freshUser, modern, PROXY_SECRET, rpcId, waitFor } from '../support/tasks-e2e.js';
+import {
+  asUser,
+  EXT_CAPS,
+  freshUser,
+  LegacyClient,
+  modern,
+  PROXY_SECRET,
+  rpcId,
+  waitFor,
+} from '../support/tasks-e2e.js';
 import { createTestApp } from '../support/test-app.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
 
@@ -196,5 +207,50 @@ describe('memory that junk requests cannot grow', () => {
     await new Promise((r) => setTimeout(r, 200));
     expect(lifecycle.drainListenerCount).toBe(drainBefore);
     expect(bus.handlerCount(TASK_CHANNEL)).toBe(busBefore);
+  });
+
+  it('a handshake-era tasks/result abandoned by its client stops waiting (the task itself goes on)', async () => {
+    const user = freshUser();
+    const quotas = app.get(QuotaService);
+    const principalId = principalIdFor({ provider: 'proxy', subject: user });
+    const c = await LegacyClient.open(url, {}, asUser(user));
+    const task = await c.createTask('slow_compute', { seconds: 30 });
+    const controllers: AbortController[] = [];
+    const pending: Promise<unknown>[] = [];
+    for (let i = 0; i < 20; i++) {
+      const ac = new AbortController();
+      controllers.push(ac);
+      pending.push(
+        fetch(url, {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            accept: 'application/json, text/event-stream',
+            ...c.headers(),
+          },
+          body: JSON.stringify({
+            jsonrpc: '2.0',
+            id: rpcId(),
+            method: 'tasks/result',
+            params: { taskId: task.taskId },
+          }),
+          signal: ac.signal,
+        }).catch(() => null),
+      );
+    }
+    await waitFor(
+      async () => quotas.holding('result_waiters', principalId),
+      (n) => n === 20,
+      { what: 'twenty waiters' },
+    );
+    for (const ac of controllers) ac.abort();
+    await Promise.all(pending);
+    await waitFor(
+      async () => quotas.holding('result_waiters', principalId),
+      (n) => n === 0,
+      { what: 'abandoned waiters released' },
+    );
+    expect((await c.result('tasks/get', { taskId: task.taskId })).status).toBe('working');
+    await c.result('tasks/cancel', { taskId: task.taskId });
   });
 });
