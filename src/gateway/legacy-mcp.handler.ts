@@ -229,7 +229,11 @@ export class LegacyMcpHandler {
     const onGone = (): void => {
       if (!res.headersSent) controller.abort(new Error('the client left before the result'));
     };
-    if (m.method === 'tasks/result') res.once('close', onGone);
+    if (m.method === 'tasks/result') {
+      // The client may have left while the request queued (then 'close' has fired already).
+      if (res.destroyed) onGone();
+      else res.once('close', onGone);
+    }
     const params = m.params ?? {};
     const meta = (params._meta ?? {}) as Params;
     const progressToken =

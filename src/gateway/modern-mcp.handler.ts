@@ -180,9 +180,12 @@ export class ModernMcpHandler {
     });
     const controller = new AbortController();
     // Closing the response (or the request) before the answer is a cancellation in this era.
-    res.on('close', () => {
+    const onClose = (): void => {
       if (!res.writableFinished) controller.abort(new Error('the client closed the request stream'));
-    });
+    };
+    // A client gone before we got here (its 'close' already fired) has cancelled too.
+    if (res.destroyed) onClose();
+    else res.once('close', onClose);
 
     const mrtr = MRTR_METHODS.has(m.method);
     const answers = mrtr ? this.answersFor(params, m.method, principal) : {};

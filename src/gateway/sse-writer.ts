@@ -26,6 +26,9 @@ export class SseWriter {
     this.keepAlive = setInterval(() => this.comment('keep-alive'), keepAliveMs);
     this.keepAlive.unref();
     res.on('close', () => this.markClosed());
+    // A client that left while the request was being handled has already fired 'close': without this the
+    // keep-alive timer would run for ever.
+    if (res.destroyed) this.markClosed();
   }
 
   get isOpen(): boolean {
