@@ -10,8 +10,8 @@
 //   dropped-gets       handshake-era GET streams dropped as soon as they open
 //   init-delete        initialize then DELETE
 //   abandoned-results  tasks/result on a long task, abandoned by the client after 20 ms
-// Rate limits are turned off (RATE_LIMIT_*_RPS=0) so the junk reaches the code whose memory is measured;
-// other quotas keep their defaults. Heap is read from /metrics (nodejs_heap_size_used_bytes, after a forced
+// Rate limits are turned off (RATE_LIMIT_*_RPS=0) so the junk reaches the code whose memory is measured
+// (SOAK_PRINCIPAL_RPS=n turns the per-principal one on); other quotas keep their defaults. Heap is read from /metrics (nodejs_heap_size_used_bytes, after a forced
 // GC through bench/gc-on-signal.mjs) and RSS from process_resident_memory_bytes.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -23,6 +23,9 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const N = Math.max(1, Math.min(1_000_000, Number(process.argv[2] ?? 100000)));
 const C = Math.max(1, Math.min(256, Number(process.argv[3] ?? 32)));
 const GOOD_BASELINE = 1000;
+// SOAK_PRINCIPAL_RPS=<n> turns the per-principal rate limit on (the flood then meets 429s; the good principal
+// stays far below it). The per-address limit stays off: both principals share the loopback address.
+const PRINCIPAL_RPS = String(Math.max(0, Number(process.env.SOAK_PRINCIPAL_RPS ?? 0)));
 const LEGACY = '2025-11-25';
 const MODERN = '2026-07-28';
 const SECRET = 'soak-bench-proxy-secret-0123456789';
@@ -55,7 +58,7 @@ function start(databaseUrl) {
         MCP_CONFORMANCE_FIXTURES: 'true',
         AUTH_PROVIDERS: 'proxy',
         AUTH_PROXY_SECRET: SECRET,
-        RATE_LIMIT_PRINCIPAL_RPS: '0',
+        RATE_LIMIT_PRINCIPAL_RPS: PRINCIPAL_RPS,
         RATE_LIMIT_ADDRESS_RPS: '0',
         SSE_RETRY_MS: '0',
       },
@@ -275,7 +278,9 @@ await admin(serverUrl, `CREATE DATABASE ${dbName}`);
 let server;
 try {
   server = await start(dbUrl.toString());
-  console.log(`soak: N=${N} per kind, C=${C} flooding clients, server on ${server.url}`);
+  console.log(
+    `soak: N=${N} per kind, C=${C} flooding clients, RATE_LIMIT_PRINCIPAL_RPS=${PRINCIPAL_RPS}, server on ${server.url}`,
+  );
   await goodLoop(server.url, () => false, 200); // warm-up
   const baseline = await goodLoop(server.url, () => false, GOOD_BASELINE);
   console.log(summary('good principal, no flood', baseline));
