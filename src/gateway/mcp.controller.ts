@@ -71,6 +71,8 @@ export class McpController {
   async post(@Req() req: Request, @Res() res: Response): Promise<void> {
     let era: Era = 'legacy';
     let id: JsonRpcId | null = null;
+    // The client may have left while authentication ran: then no database work is spent on it.
+    if (res.destroyed) return;
     try {
       this.checkOrigin(req);
       if (!accepts(req, 'application/json') || !accepts(req, 'text/event-stream')) {
@@ -148,6 +150,7 @@ export class McpController {
 
   @Get()
   async get(@Req() req: Request, @Res() res: Response): Promise<void> {
+    if (res.destroyed) return;
     try {
       this.checkOrigin(req);
       if (!accepts(req, 'text/event-stream')) {
