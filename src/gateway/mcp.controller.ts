@@ -107,10 +107,11 @@ export class McpController {
       const principal = this.principal(req);
       this.quotas.checkPrincipalRate(principal.id);
       const listen = classified.kind === 'request' && classified.message.method === 'subscriptions/listen';
-      // A listen is a stream (refused at the quota); any other POST is a request in flight whose answer
-      // may become a stream, counted but never cut off once accepted.
+      // A listen is a stream (refused at the quota); any other request is in flight and its answer may
+      // become a stream, counted but never cut off once accepted. Responses and notifications are not
+      // limited: they are short, and refusing a client's answer would stall work already accepted.
       if (listen) this.holdStream(res, principal);
-      else {
+      else if (classified.kind === 'request') {
         this.hold(res, this.quotas.acquire('in_flight', principal.id));
         res.locals.onSseOpen = () => this.hold(res, this.quotas.acquire('streams', principal.id, true));
       }
