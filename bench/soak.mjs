@@ -27,6 +27,7 @@ const GOOD_BASELINE = 1000;
 // SOAK_PRINCIPAL_RPS=<n> turns the per-principal rate limit on (the flood then meets 429s; the good principal
 // stays far below it). The per-address limit stays off: both principals share the loopback address.
 const PRINCIPAL_RPS = String(Math.max(0, Number(process.env.SOAK_PRINCIPAL_RPS ?? 0)));
+const GOOD_PACE_MS = Number(PRINCIPAL_RPS) > 0 ? 4000 / Number(PRINCIPAL_RPS) : 0;
 const LEGACY = '2025-11-25';
 const MODERN = '2026-07-28';
 const SECRET = 'soak-bench-proxy-secret-0123456789';
@@ -226,7 +227,10 @@ async function goodLoop(server, until, max) {
       continue;
     }
     if (res.status !== 200) throw new Error(`good principal got ${res.status}`);
-    ms.push(performance.now() - t0);
+    const took = performance.now() - t0;
+    ms.push(took);
+    // Under a rate limit the well-behaved principal stays at a quarter of it.
+    if (GOOD_PACE_MS > took) await new Promise((r) => setTimeout(r, GOOD_PACE_MS - took));
   }
   return ms;
 }
