@@ -298,6 +298,11 @@ async function startOurs(dbName) {
     // The bench is one principal with many tasks and requests: lift the per-owner limits out of its way.
     TASK_MAX_PER_OWNER: '1000000',
     TASK_MAX_TOTAL: '100000000',
+    QUOTA_RETAINED_TASKS_PER_OWNER: '100000000',
+    // The load generator is one principal at one address: the per-principal and per-address rate limits would
+    // measure themselves, not the server (the peers have none).
+    RATE_LIMIT_PRINCIPAL_RPS: '0',
+    RATE_LIMIT_ADDRESS_RPS: '0',
     ...(process.env.BENCH_SERVER_ENV
       ? Object.fromEntries(new URLSearchParams(process.env.BENCH_SERVER_ENV))
       : {}),

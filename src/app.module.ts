@@ -11,6 +11,7 @@ import { HealthModule } from './health/health.module.js';
 import { InstancesModule } from './instances/instances.module.js';
 import { JanitorModule } from './janitor/janitor.module.js';
 import { LifecycleModule } from './lifecycle/lifecycle.module.js';
+import { QuotasModule } from './quotas/quotas.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
 import { PrincipalsModule } from './principals/principals.module.js';
 import { ToolDispatchModule } from './tool-dispatch/tool-dispatch.module.js';
@@ -33,6 +34,7 @@ export class AppModule {
         ConfigModule.forRoot(config),
         LifecycleModule,
         MetricsModule,
+        QuotasModule,
         DatabaseModule,
         ScheduleModule.forRoot(),
         HealthModule,

@@ -6,6 +6,8 @@ import { AppConfig } from './config/app-config.js';
 import { LifecycleService } from './lifecycle/lifecycle.service.js';
 import { requestContext } from './logging/request-context.js';
 import { MetricsService } from './metrics/metrics.service.js';
+import { QuotaExceededError } from './quotas/quota.errors.js';
+import { QuotaService } from './quotas/quota.service.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -37,6 +39,7 @@ export function configureApp(app: INestApplication): void {
   const config = app.get(AppConfig);
   const lifecycle = app.get(LifecycleService);
   const metrics = app.get(MetricsService);
+  const quotas = app.get(QuotaService);
   const access = new Logger('HTTP');
 
   const server = app.getHttpAdapter().getInstance() as express.Express;
@@ -74,6 +77,26 @@ export function configureApp(app: INestApplication): void {
       }
       next();
     });
+  });
+
+  // The per-address rate runs before the body is parsed and before the auth guard, so a flood of bad tokens
+  // or malformed API keys is refused without a database query. The address is the socket's (trust proxy is
+  // off): behind a balancer every client shares it, so raise RATE_LIMIT_ADDRESS_RPS there or set it to 0.
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    if (!isMcpPath(req)) return next();
+    try {
+      quotas.checkAddressRate(req.socket.remoteAddress ?? 'unknown');
+    } catch (err) {
+      if (!(err instanceof QuotaExceededError)) throw err;
+      res.setHeader('Retry-After', String(err.retryAfterSeconds ?? 1));
+      res.status(429).json({
+        jsonrpc: '2.0',
+        id: null,
+        error: { code: err.code, message: err.message, data: err.data },
+      });
+      return;
+    }
+    next();
   });
 
   const json = express.json({

@@ -163,6 +163,11 @@ export class PgBusService implements OnModuleInit, OnApplicationShutdown {
     };
   }
 
+  /** Handlers registered on a channel (diagnostics and leak tests). */
+  handlerCount(channel: string): number {
+    return this.handlers.get(channel)?.size ?? 0;
+  }
+
   /** Resolves once every LISTEN asked for so far is in place (a publish after it is sure to be heard). */
   async listening(): Promise<void> {
     await this.listenChain;

@@ -54,7 +54,7 @@ describe('admin CLI (real PostgreSQL, beside a running server)', () => {
         instanceId: app.get(InstancesService).instanceId,
         leaseMs: 600_000,
       },
-      { maxPerOwner: 1000, maxTotal: 1000 },
+      { maxPerOwner: 1000, maxTotal: 1000, maxRetainedPerOwner: 1000 },
     );
     return id;
   }

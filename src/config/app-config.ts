@@ -446,6 +446,65 @@ export class AppConfig {
     return !this.OTEL_SDK_DISABLED && this.OTEL_TRACES_EXPORTER !== 'none';
   }
 
+  // ---- Quotas and rate limits (README "Limits and quotas"). Counts are per instance unless noted; 0 turns
+  // a rate limit off.
+
+  /** Requests per second one principal may make on /mcp (token bucket refill, per instance). 0: no limit. */
+  @IntEnv(0, 1000000)
+  RATE_LIMIT_PRINCIPAL_RPS = 200;
+
+  /** Requests one principal may make at once on top of the rate (token bucket size). */
+  @IntEnv(1, 10000000)
+  RATE_LIMIT_PRINCIPAL_BURST = 2000;
+
+  /** Requests per second one client address may make on /mcp, counted before authentication. 0: no limit. */
+  @IntEnv(0, 1000000)
+  RATE_LIMIT_ADDRESS_RPS = 500;
+
+  /** Burst of the per-address bucket. */
+  @IntEnv(1, 10000000)
+  RATE_LIMIT_ADDRESS_BURST = 5000;
+
+  /** Live handshake-era sessions one principal may hold (exact: counted in the database). */
+  @IntEnv(1, 10000000)
+  QUOTA_SESSIONS_PER_PRINCIPAL = 1000;
+
+  /** Open SSE streams one principal may hold on this instance: GET, subscriptions/listen and SSE answers. */
+  @IntEnv(1, 10000000)
+  QUOTA_STREAMS_PER_PRINCIPAL = 500;
+
+  /** POSTed requests one principal may have in flight on this instance (a listen counts as a stream). */
+  @IntEnv(1, 10000000)
+  QUOTA_IN_FLIGHT_PER_PRINCIPAL = 500;
+
+  /** Blocked tasks/result calls one principal may have waiting on this instance. */
+  @IntEnv(1, 10000000)
+  QUOTA_RESULT_WAITERS_PER_PRINCIPAL = 200;
+
+  /** resources/subscribe entries one session may hold. */
+  @IntEnv(1, 1000000)
+  QUOTA_SUBSCRIPTIONS_PER_SESSION = 1000;
+
+  /** Largest request params (JSON bytes) stored with a task. */
+  @IntEnv(1024, 1073741824)
+  QUOTA_TASK_PARAMS_BYTES = 1048576;
+
+  /** Largest task result (JSON bytes); a larger one fails the task with an error naming this quota. */
+  @IntEnv(1024, 1073741824)
+  QUOTA_TASK_RESULT_BYTES = 4194304;
+
+  /** Largest inputResponses (JSON bytes) of one tasks/update. */
+  @IntEnv(1024, 1073741824)
+  QUOTA_TASK_INPUT_BYTES = 1048576;
+
+  /** Largest clientInfo plus capabilities (JSON bytes) stored with a session. */
+  @IntEnv(256, 16777216)
+  QUOTA_SESSION_CLIENT_BYTES = 65536;
+
+  /** Finished tasks one owner may keep before new ones are refused (exact; the janitor frees them at expiry). */
+  @IntEnv(1, 100000000)
+  QUOTA_RETAINED_TASKS_PER_OWNER = 10000;
+
   get isProduction(): boolean {
     return this.NODE_ENV === 'production';
   }

@@ -13,6 +13,7 @@ import { CreateTask1764460300000 } from '../../migrations/1764460300000-create-t
 import { SseStreamCounter1765031400000 } from '../../migrations/1765031400000-sse-stream-counter.js';
 import { TaskChangeVersion1765031500000 } from '../../migrations/1765031500000-task-change-version.js';
 import { AddTaskTraceContext1765047318245 } from '../../migrations/1765047318245-add-task-trace-context.js';
+import { SessionPrincipalLiveIndex1765071946000 } from '../../migrations/1765071946000-session-principal-live-index.js';
 
 /**
  * The one list of entities and migrations. Explicit classes rather than globs, so the app, the TypeORM CLI
@@ -36,4 +37,5 @@ export const MIGRATIONS = [
   SseStreamCounter1765031400000,
   TaskChangeVersion1765031500000,
   AddTaskTraceContext1765047318245,
+  SessionPrincipalLiveIndex1765071946000,
 ];

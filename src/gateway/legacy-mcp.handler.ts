@@ -15,6 +15,7 @@ import { isLoggingLevel, type RequestContext } from '../protocol/request-context
 import { isLegacyVersion, negotiateLegacyVersion } from '../protocol/versions.js';
 import { currentOperation } from '../telemetry/mcp-operation.js';
 import type { Principal } from '../principals/principal.js';
+import { QuotaService } from '../quotas/quota.service.js';
 import type { McpSession } from '../sessions/session.entity.js';
 import { SessionsService } from '../sessions/sessions.service.js';
 import { SseEventsRepository } from '../sessions/sse-events.repository.js';
@@ -50,6 +51,7 @@ export class LegacyMcpHandler {
     private readonly inFlight: InFlightService,
     private readonly executor: McpRequestExecutor,
     private readonly config: AppConfig,
+    private readonly quotas: QuotaService,
   ) {
     this.methods.set('ping', async () => ({}));
     this.methods.set('logging/setLevel', async (p, ctx) => {
@@ -61,6 +63,9 @@ export class LegacyMcpHandler {
     this.methods.set('resources/subscribe', async (p, ctx) => {
       if (typeof p.uri !== 'string' || !p.uri)
         throw ProtocolError.invalidParams('params.uri must be a string');
+      if (!ctx.session.resourceSubscriptions.includes(p.uri)) {
+        this.quotas.checkSubscriptions(ctx.session.resourceSubscriptions.length);
+      }
       await this.sessions.subscribe(ctx.session, p.uri);
       return {};
     });
@@ -101,6 +106,7 @@ export class LegacyMcpHandler {
     if (typeof info !== 'object' || info === null || Array.isArray(info)) {
       throw ProtocolError.invalidParams('params.clientInfo must be an object', undefined, 400);
     }
+    this.quotas.checkBytes('session_client_bytes', { capabilities: caps, clientInfo: info }, 413);
     const version = negotiateLegacyVersion(p.protocolVersion);
     currentOperation()?.setProtocolVersion(version);
     const session = await this.sessions.open(principal, version, caps as Params, info as Params);
@@ -221,6 +227,17 @@ export class LegacyMcpHandler {
       retryMs: this.config.SSE_RETRY_MS,
     });
     const { controller, done } = this.inFlight.start(session.id, m.id);
+    // A disconnect is not a cancellation in this era: the work goes on and a stream can be resumed. A
+    // tasks/result that has not opened a stream, though, only waits; with its client gone nobody can ever
+    // receive its answer, so the wait (and its quota lease, its timers and database polls) ends there.
+    const onGone = (): void => {
+      if (!res.headersSent) controller.abort(new Error('the client left before the result'));
+    };
+    if (m.method === 'tasks/result') {
+      // The client may have left while the request queued (then 'close' has fired already).
+      if (res.destroyed) onGone();
+      else res.once('close', onGone);
+    }
     const params = m.params ?? {};
     const meta = (params._meta ?? {}) as Params;
     const progressToken =
@@ -264,6 +281,7 @@ export class LegacyMcpHandler {
       currentOperation()?.failed(mapped.error.code, mapped.error.message);
       await channel.respond(errorResponse(m.id, mapped.error), mapped.httpStatus);
     } finally {
+      res.off('close', onGone);
       done();
     }
   }

@@ -17,6 +17,8 @@ import { isModernVersion, META } from '../protocol/versions.js';
 import { AuthChallenges } from '../principals/auth-challenges.js';
 import { McpAuthGuard } from '../principals/mcp-auth.guard.js';
 import { ANONYMOUS_PRINCIPAL, type Principal, type RequestWithPrincipal } from '../principals/principal.js';
+import { QuotaExceededError } from '../quotas/quota.errors.js';
+import { QuotaService } from '../quotas/quota.service.js';
 import { ToolDispatchError, ToolDispatchErrorCode } from '../tool-dispatch/tool-dispatch.errors.js';
 import { ToolRegistry } from '../tool-dispatch/tool-registry.service.js';
 import { LegacyMcpHandler } from './legacy-mcp.handler.js';
@@ -63,6 +65,7 @@ export class McpController {
     private readonly registry: ToolRegistry,
     private readonly challenges: AuthChallenges,
     private readonly telemetry: McpTelemetry,
+    private readonly quotas: QuotaService,
     config: AppConfig,
   ) {
     this.origins = new OriginPolicy(config);
@@ -85,6 +88,8 @@ export class McpController {
   private async handlePost(req: Request, res: Response): Promise<void> {
     let era: Era = 'legacy';
     let id: JsonRpcId | null = null;
+    // The client may have left while authentication ran: then no database work is spent on it.
+    if (res.destroyed) return;
     try {
       this.checkOrigin(req);
       if (!accepts(req, 'application/json') || !accepts(req, 'text/event-stream')) {
@@ -117,6 +122,16 @@ export class McpController {
       }
       if (classified.kind === 'request') id = classified.message.id;
       const principal = this.principal(req);
+      this.quotas.checkPrincipalRate(principal.id);
+      const listen = classified.kind === 'request' && classified.message.method === 'subscriptions/listen';
+      // A listen is a stream (refused at the quota); any other request is in flight and its answer may
+      // become a stream, counted but never cut off once accepted. Responses and notifications are not
+      // limited: they are short, and refusing a client's answer would stall work already accepted.
+      if (listen) this.holdStream(res, principal);
+      else if (classified.kind === 'request') {
+        this.hold(res, this.quotas.acquire('in_flight', principal.id));
+        res.locals.onSseOpen = () => this.hold(res, this.quotas.acquire('streams', principal.id, true));
+      }
       if (classified.kind === 'request' && classified.message.method === 'tools/call') {
         this.checkToolScopes(classified.message.params?.name, principal);
       }
@@ -153,6 +168,7 @@ export class McpController {
 
   @Get()
   async get(@Req() req: Request, @Res() res: Response): Promise<void> {
+    if (res.destroyed) return;
     try {
       this.checkOrigin(req);
       if (!accepts(req, 'text/event-stream')) {
@@ -162,7 +178,10 @@ export class McpController {
           406,
         );
       }
-      await this.legacy.get(req, res, this.principal(req));
+      const principal = this.principal(req);
+      this.quotas.checkPrincipalRate(principal.id);
+      this.holdStream(res, principal);
+      await this.legacy.get(req, res, principal);
     } catch (err) {
       this.fail(req, res, err, 'legacy', null);
     }
@@ -172,7 +191,9 @@ export class McpController {
   async delete(@Req() req: Request, @Res() res: Response): Promise<void> {
     try {
       this.checkOrigin(req);
-      await this.legacy.delete(req, res, this.principal(req));
+      const principal = this.principal(req);
+      this.quotas.checkPrincipalRate(principal.id);
+      await this.legacy.delete(req, res, principal);
     } catch (err) {
       this.fail(req, res, err, 'legacy', null);
     }
@@ -182,6 +203,18 @@ export class McpController {
   other(@Res() res: Response): void {
     res.setHeader('Allow', 'GET, POST, DELETE');
     res.status(405).json(errorResponse(null, { code: JSONRPC.SERVER_ERROR, message: 'Method Not Allowed' }));
+  }
+
+  /** Keeps a quota lease for as long as the response lives (released when it closes, however it ends). */
+  private hold(res: Response, release: () => void): void {
+    if (res.destroyed || res.writableFinished) release();
+    else res.once('close', release);
+  }
+
+  /** A GET or listen stream: refused at the principal's stream quota, held until the stream closes. */
+  private holdStream(res: Response, principal: Principal): void {
+    this.hold(res, this.quotas.acquire('streams', principal.id));
+    res.locals.onSseOpen = undefined;
   }
 
   private principal(req: Request): Principal {
@@ -218,6 +251,9 @@ export class McpController {
     ) {
       const scopes = (err.data?.requiredScopes as string[] | undefined) ?? [];
       res.setHeader('WWW-Authenticate', this.challenges.insufficientScope(req, scopes).wwwAuthenticate);
+    }
+    if (err instanceof QuotaExceededError && err.retryAfterSeconds !== undefined && !res.headersSent) {
+      res.setHeader('Retry-After', String(err.retryAfterSeconds));
     }
     if (res.headersSent) {
       this.logger.warn(`error after the response started: ${mapped.error.message}`);

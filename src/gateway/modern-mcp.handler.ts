@@ -183,9 +183,12 @@ export class ModernMcpHandler {
     });
     const controller = new AbortController();
     // Closing the response (or the request) before the answer is a cancellation in this era.
-    res.on('close', () => {
+    const onClose = (): void => {
       if (!res.writableFinished) controller.abort(new Error('the client closed the request stream'));
-    });
+    };
+    // A client gone before we got here (its 'close' already fired) has cancelled too.
+    if (res.destroyed) onClose();
+    else res.once('close', onClose);
 
     const mrtr = MRTR_METHODS.has(m.method);
     const answers = mrtr ? this.answersFor(params, m.method, principal) : {};
@@ -245,6 +248,9 @@ export class ModernMcpHandler {
       if (filters[key] === true) agreed[key] = true;
     }
     const closed = new AbortController();
+    // A client that leaves while the filters are still being set up must end them too (their bus handlers).
+    const onGone = (): void => closed.abort();
+    res.once('close', onGone);
     const tag = { [META.SUBSCRIPTION_ID]: m.id };
     // Filters are set up before the stream opens (their refusals are plain HTTP errors); anything they
     // deliver before the acknowledgement waits and follows it.
@@ -266,12 +272,23 @@ export class ModernMcpHandler {
       }
     } catch (err) {
       closed.abort(); // unsubscribes whatever the earlier filters set up
+      res.off('close', onGone);
       throw err;
     }
+    if (closed.signal.aborted || res.destroyed) {
+      // Gone before the acknowledgement: open nothing (no writer, no keep-alive timer, no drain listener).
+      closed.abort();
+      return;
+    }
+    res.off('close', onGone);
     const writer = new SseWriter(res, this.config.SSE_KEEPALIVE_MS);
     this.streams.track('stateless', writer);
-    writer.onClose(() => closed.abort());
-    this.lifecycle.onDrain(() => writer.end());
+    // Both listeners go with the stream, so a closed listen keeps neither the writer nor its request alive.
+    const offDrain = this.lifecycle.onDrain(() => writer.end());
+    writer.onClose(() => {
+      offDrain();
+      closed.abort();
+    });
     writer.send({
       jsonrpc: '2.0',
       method: 'notifications/subscriptions/acknowledged',

@@ -22,11 +22,16 @@ export class SseWriter {
     res.setHeader('X-Accel-Buffering', 'no');
     for (const [k, v] of Object.entries(extraHeaders)) res.setHeader(k, v);
     res.flushHeaders();
+    // The HTTP edge counts every open stream against its principal's quota (see McpController).
+    (res.locals as { onSseOpen?: () => void } | undefined)?.onSseOpen?.();
     // The auth guard left the credential check on the request that opened this stream (RequestWithPrincipal).
     const credentialValid = (res.req as (Request & RequestWithPrincipal) | undefined)?.credentialValid;
     this.keepAlive = setInterval(() => this.tick(credentialValid), keepAliveMs);
     this.keepAlive.unref();
     res.on('close', () => this.markClosed());
+    // A client that left while the request was being handled has already fired 'close': without this the
+    // keep-alive timer would run for ever.
+    if (res.destroyed) this.markClosed();
   }
 
   /**

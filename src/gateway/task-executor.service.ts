@@ -1,9 +1,11 @@
 import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import { JSONRPC } from '../protocol/json-rpc.js';
 import { McpMethodsService } from '../protocol/mcp-methods.service.js';
 import { InputRequiredSignal, MrtrInput } from '../protocol/mrtr-input.js';
 import type { RequestContext } from '../protocol/request-context.js';
 import { META } from '../protocol/versions.js';
 import type { Principal } from '../principals/principal.js';
+import { QuotaService } from '../quotas/quota.service.js';
 import { SessionsService } from '../sessions/sessions.service.js';
 import { TaskRunnerService } from '../tasks/task-runner.service.js';
 import type {
@@ -50,7 +52,11 @@ function localAnswers(wire: Readonly<Record<string, unknown>>): Record<string, u
 @Injectable()
 export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
   private readonly logger = new Logger(TaskExecutor.name);
-  /** Who started or resumed each task on this instance: the tool context carries the principal, not an id. */
+  /**
+   * Who starts or resumes each task on this instance (the tool context carries a principal, not an id).
+   * Filled only after the registry accepted the caller as the owner, just before the run starts, and
+   * taken back as the run begins: it never holds more entries than runs starting at this moment.
+   */
   private readonly principals = new Map<string, Principal>();
 
   constructor(
@@ -59,29 +65,47 @@ export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
     private readonly hub: StreamHub,
     private readonly clientRequests: ClientRequestsService,
     private readonly sessions: SessionsService,
+    private readonly quotas: QuotaService,
   ) {}
 
   onModuleInit(): void {
     this.runner.setExecutor(this);
   }
 
+  /** Call only with the owner's principal, after the registry checked ownership (creation or resume). */
   rememberPrincipal(taskId: string, principal: Principal): void {
     this.principals.set(taskId, principal);
   }
 
+  /** Principals remembered for runs that have not begun yet (0 when idle). */
+  get pendingPrincipals(): number {
+    return this.principals.size;
+  }
+
   async execute(task: TaskSnapshot, ctx: TaskExecutionContext): Promise<TaskOutcome> {
-    try {
-      return await this.run(task, ctx);
-    } finally {
-      // Each run is started by a request that remembered its caller just before (creation or resume).
-      this.principals.delete(task.id);
-    }
+    const principal = this.principals.get(task.id);
+    this.principals.delete(task.id);
+    // Without one (a run rescued or resumed by the registry on its own), the owner's id stands in.
+    return this.run(task, ctx, principal ?? fallbackPrincipal(task.ownerId));
   }
 
   /** Runs the tool once under a request context of the task's era; maps how it ended to a TaskOutcome. */
   async outcomeOf(work: () => Promise<Record<string, unknown>>): Promise<TaskOutcome> {
     try {
-      return { kind: 'completed', result: await work() };
+      const result = await work();
+      // A result too large to store ends the task failed, with an error naming the quota.
+      if (!this.quotas.resultFits(result)) {
+        const limit = this.quotas.resultLimit;
+        return {
+          kind: 'failed',
+          error: {
+            code: JSONRPC.SERVER_ERROR,
+            message: `The result exceeds QUOTA_TASK_RESULT_BYTES = ${limit}`,
+            data: { quota: 'task_result_bytes', limit, setting: 'QUOTA_TASK_RESULT_BYTES' },
+          },
+        };
+      }
+      return { kind: 'completed', result };
     } catch (err) {
       if (err instanceof InputRequiredSignal) return { kind: 'input_required', requests: err.requests };
       if (err instanceof McpProtocolError) {
@@ -98,10 +122,13 @@ export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
     }
   }
 
-  private async run(task: TaskSnapshot, ctx: TaskExecutionContext): Promise<TaskOutcome> {
+  private async run(
+    task: TaskSnapshot,
+    ctx: TaskExecutionContext,
+    principal: Principal,
+  ): Promise<TaskOutcome> {
     const params = task.requestParams;
     const meta = isObject(params._meta) ? params._meta : {};
-    const principal = this.principals.get(task.id) ?? fallbackPrincipal(task.ownerId);
     let input: InputApi;
     let clientCapabilities: Params;
     let protocolVersion: string;

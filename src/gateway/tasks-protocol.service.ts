@@ -12,6 +12,8 @@ import { TaskError, TaskErrorCode } from '../tasks/tasks.errors.js';
 import { TasksService } from '../tasks/tasks.service.js';
 import { TaskRunnerService } from '../tasks/task-runner.service.js';
 import { inTaskSpan, startTaskSpan } from '../telemetry/task-spans.js';
+import type { QuotaName } from '../quotas/quota.errors.js';
+import { QuotaService } from '../quotas/quota.service.js';
 import { McpProtocolError } from '../tool-dispatch/tool-context.js';
 import { LegacyMcpHandler } from './legacy-mcp.handler.js';
 import { ModernMcpHandler } from './modern-mcp.handler.js';
@@ -56,6 +58,7 @@ export class TasksProtocolService implements OnModuleInit {
     private readonly legacy: LegacyMcpHandler,
     private readonly modern: ModernMcpHandler,
     private readonly hub: StreamHub,
+    private readonly quotas: QuotaService,
   ) {}
 
   onModuleInit(): void {
@@ -97,6 +100,19 @@ export class TasksProtocolService implements OnModuleInit {
     });
   }
 
+  /** A per-owner quota the registry enforces in its transaction becomes a counted quota error. */
+  private async counted<T>(work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (err) {
+      if (err instanceof TaskError && err.quota) {
+        const q = err.quota;
+        throw this.quotas.refuse(q.quota as QuotaName, err.message, q.limit, q.setting);
+      }
+      throw err;
+    }
+  }
+
   // ---------------------------------------------------------------- handshake era (2025-11-25)
 
   private async legacyToolsCall(p: Params, ctx: RequestContext): Promise<Record<string, unknown>> {
@@ -124,15 +140,18 @@ export class TasksProtocolService implements OnModuleInit {
         ) {
           throw ProtocolError.invalidParams('params.task.ttl must be a positive number of milliseconds');
         }
-        const task = await this.tasks.create({
-          ownerId: ctx.principal.id,
-          sessionId: ctx.session?.id ?? null,
-          era: 'legacy',
-          toolName: tool.name,
-          requestParams: p,
-          requestedTtlMs: typeof requested === 'number' ? requested : null,
-          mode: 'immediate',
-        });
+        this.quotas.checkBytes('task_params_bytes', p);
+        const task = await this.counted(() =>
+          this.tasks.create({
+            ownerId: ctx.principal.id,
+            sessionId: ctx.session?.id ?? null,
+            era: 'legacy',
+            toolName: tool.name,
+            requestParams: p,
+            requestedTtlMs: typeof requested === 'number' ? requested : null,
+            mode: 'immediate',
+          }),
+        );
         this.executor.rememberPrincipal(task.id, ctx.principal);
         this.runner.start(task);
         return { task: legacyTask(task) };
@@ -142,7 +161,13 @@ export class TasksProtocolService implements OnModuleInit {
 
   private async legacyResult(p: Params, ctx: RequestContext): Promise<Record<string, unknown>> {
     const taskId = taskIdOf(p);
-    const waited = await this.tasks.waitForTerminal(ctx.principal.id, taskId, { signal: ctx.signal });
+    const release = this.quotas.acquire('result_waiters', ctx.principal.id);
+    let waited;
+    try {
+      waited = await this.tasks.waitForTerminal(ctx.principal.id, taskId, { signal: ctx.signal });
+    } finally {
+      release();
+    }
     const related = { [META.RELATED_TASK]: { taskId } };
     switch (waited.kind) {
       case 'gone':
@@ -211,26 +236,32 @@ export class TasksProtocolService implements OnModuleInit {
     // Synchronous MRTR rounds may precede the task; the answers gathered so far travel with it.
     const { requestState: _r, ...stored } = p;
     const requestParams = { ...stored, inputResponses: ctx.answers ?? {} };
-    const escalation = await this.tasks.runInlineThenTask(
-      {
-        ownerId: ctx.principal.id,
-        era: 'modern',
-        toolName: tool.name,
-        requestParams,
-        requestedTtlMs: null,
-      },
-      (signal, link) =>
-        this.executor.outcomeOf(() =>
-          this.mcp.handle('tools/call', p, {
-            ...ctx,
-            signal,
-            // Once escalated, the response carries the CreateTaskResult: progress goes to the task's
-            // statusMessage, and notifications (progress, log) are no longer sent anywhere.
-            notify: (method, params) => (link.escalated ? Promise.resolve() : ctx.notify(method, params)),
-            reportTaskProgress: (u) => link.report(u),
-          }),
-        ),
-      { signal: ctx.signal, windowMs: decision.mode === 'inline_then_task' ? decision.windowMs : undefined },
+    this.quotas.checkBytes('task_params_bytes', requestParams);
+    const escalation = await this.counted(() =>
+      this.tasks.runInlineThenTask(
+        {
+          ownerId: ctx.principal.id,
+          era: 'modern',
+          toolName: tool.name,
+          requestParams,
+          requestedTtlMs: null,
+        },
+        (signal, link) =>
+          this.executor.outcomeOf(() =>
+            this.mcp.handle('tools/call', p, {
+              ...ctx,
+              signal,
+              // Once escalated, the response carries the CreateTaskResult: progress goes to the task's
+              // statusMessage, and notifications (progress, log) are no longer sent anywhere.
+              notify: (method, params) => (link.escalated ? Promise.resolve() : ctx.notify(method, params)),
+              reportTaskProgress: (u) => link.report(u),
+            }),
+          ),
+        {
+          signal: ctx.signal,
+          windowMs: decision.mode === 'inline_then_task' ? decision.windowMs : undefined,
+        },
+      ),
     );
     switch (escalation.kind) {
       case 'aborted':
@@ -264,14 +295,16 @@ export class TasksProtocolService implements OnModuleInit {
       if (outcome.kind === 'completed') return outcome.result;
       throw new McpProtocolError(outcome.error.code, outcome.error.message, outcome.error.data);
     }
-    const task = await this.tasks.create({
-      ownerId: ctx.principal.id,
-      era: 'modern',
-      toolName,
-      requestParams,
-      requestedTtlMs: null,
-      mode: 'escalated',
-    });
+    const task = await this.counted(() =>
+      this.tasks.create({
+        ownerId: ctx.principal.id,
+        era: 'modern',
+        toolName,
+        requestParams,
+        requestedTtlMs: null,
+        mode: 'escalated',
+      }),
+    );
     this.runner.adopt(task, new AbortController(), Promise.resolve(outcome));
     return modernCreateTaskResult(task);
   }
@@ -281,8 +314,13 @@ export class TasksProtocolService implements OnModuleInit {
     const taskId = taskIdOf(p);
     if (!isObject(p.inputResponses))
       throw ProtocolError.invalidParams('params.inputResponses must be an object');
-    this.executor.rememberPrincipal(taskId, ctx.principal);
-    await this.tasks.submitInput(ctx.principal.id, taskId, p.inputResponses);
+    // Each update is bounded; TASK_MAX_INPUT_ROUNDS bounds how many a task stores.
+    this.quotas.checkBytes('task_input_bytes', p.inputResponses);
+    // The caller's principal is remembered only once the registry accepted it as the owner's, for the run
+    // this update resumes: nothing is keyed by a client-chosen id before that.
+    await this.tasks.submitInput(ctx.principal.id, taskId, p.inputResponses, (task) =>
+      this.executor.rememberPrincipal(task.id, ctx.principal),
+    );
     return {};
   }
 

@@ -35,6 +35,11 @@ export class LifecycleService {
     return () => this.events.off('drain', listener);
   }
 
+  /** Listeners waiting for the drain (each open stream holds one; diagnostics and leak tests). */
+  get drainListenerCount(): number {
+    return this.events.listenerCount('drain');
+  }
+
   requestStarted(): void {
     this.inFlight++;
   }

@@ -3,6 +3,8 @@ import { Column, Entity, Index, PrimaryColumn } from 'typeorm';
 /** A handshake-era MCP session (Mcp-Session-Id), persisted so that any instance can serve it. */
 @Entity({ name: 'mcp_session' })
 @Index('mcp_session_last_seen_idx', ['lastSeenAt'])
+// Counting a principal's live sessions (QUOTA_SESSIONS_PER_PRINCIPAL).
+@Index('mcp_session_principal_live_idx', ['principalId'], { where: '"ended_at" IS NULL' })
 export class McpSession {
   @PrimaryColumn({ type: 'text' })
   id: string;

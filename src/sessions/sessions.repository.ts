@@ -56,6 +56,38 @@ export class SessionsRepository {
   }
 
   /**
+   * Creates the session unless its principal already holds `maxLive` live ones (not ended, seen after
+   * `idleCutoff`); then returns null. Exact across instances: creations for one principal are serialized
+   * by a transaction-scoped advisory lock on the principal id.
+   */
+  async createWithin(
+    row: Pick<McpSession, 'id' | 'principalId' | 'protocolVersion' | 'clientCapabilities' | 'clientInfo'>,
+    maxLive: number,
+    idleCutoff: Date,
+  ): Promise<McpSession | null> {
+    return this.repo.manager.transaction(async (m) => {
+      await m.query(`SELECT pg_advisory_xact_lock(hashtext('mcp_session:' || $1))`, [row.principalId]);
+      const [{ n }] = await m.query<{ n: string }[]>(
+        `SELECT count(*) AS n FROM mcp_session
+          WHERE principal_id = $1 AND ended_at IS NULL AND last_seen_at >= $2`,
+        [row.principalId, idleCutoff],
+      );
+      if (Number(n) >= maxLive) return null;
+      const now = new Date();
+      const session = m.create(McpSession, {
+        ...row,
+        logLevel: null,
+        resourceSubscriptions: [],
+        createdAt: now,
+        lastSeenAt: now,
+        endedAt: null,
+      });
+      await m.save(session);
+      return session;
+    });
+  }
+
+  /**
    * The session if it exists, belongs to the principal, has not ended and was seen within `idleTtlMs`
    * (database clock); `touchDue` says its last_seen_at is older than `touchAfterMs` and wants refreshing.
    */

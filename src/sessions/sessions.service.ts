@@ -2,6 +2,7 @@ import { Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShut
 import { randomBytes } from 'node:crypto';
 import { AppConfig } from '../config/app-config.js';
 import type { Principal } from '../principals/principal.js';
+import { QuotaService } from '../quotas/quota.service.js';
 import { ClientResponsesRepository } from './client-responses.repository.js';
 import type { McpSession } from './session.entity.js';
 import { SessionError, SessionErrorCode } from './sessions.errors.js';
@@ -21,6 +22,7 @@ export class SessionsService implements OnApplicationBootstrap, OnApplicationShu
     private readonly events: SseEventsRepository,
     private readonly responses: ClientResponsesRepository,
     private readonly config: AppConfig,
+    private readonly quotas: QuotaService,
   ) {}
 
   onApplicationBootstrap(): void {
@@ -47,13 +49,28 @@ export class SessionsService implements OnApplicationBootstrap, OnApplicationShu
     clientCapabilities: Record<string, unknown>,
     clientInfo: Record<string, unknown> | null,
   ): Promise<McpSession> {
-    return this.sessions.create({
-      id: SessionsService.newId(),
-      principalId: principal.id,
-      protocolVersion,
-      clientCapabilities,
-      clientInfo,
-    });
+    const max = this.config.QUOTA_SESSIONS_PER_PRINCIPAL;
+    const session = await this.sessions.createWithin(
+      {
+        id: SessionsService.newId(),
+        principalId: principal.id,
+        protocolVersion,
+        clientCapabilities,
+        clientInfo,
+      },
+      max,
+      new Date(Date.now() - this.config.SESSION_IDLE_TTL_MS),
+    );
+    if (!session) {
+      throw this.quotas.refuse(
+        'sessions',
+        `Too many live sessions for this caller (QUOTA_SESSIONS_PER_PRINCIPAL = ${max}); end one with DELETE`,
+        max,
+        'QUOTA_SESSIONS_PER_PRINCIPAL',
+        429,
+      );
+    }
+    return session;
   }
 
   /** The live session for this principal, or SESSION_NOT_FOUND. Refreshes its idle timer. */

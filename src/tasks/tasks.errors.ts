@@ -27,6 +27,8 @@ export class TaskError extends Error {
     message: string,
     /** The task as it is now, for TASK_TERMINAL (the legacy era quotes its status; the modern era acks). */
     readonly task?: TaskSnapshot,
+    /** For LIMIT_EXCEEDED by a per-owner quota: which one, so the edge can name it and count it. */
+    readonly quota?: { quota: string; limit: number; setting: string },
   ) {
     super(message);
     this.name = 'TaskError';

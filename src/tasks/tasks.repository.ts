@@ -48,6 +48,8 @@ export interface NewTask {
 export interface CreationLimits {
   maxPerOwner: number;
   maxTotal: number;
+  /** Finished (completed, failed, cancelled) tasks one owner may keep. */
+  maxRetainedPerOwner: number;
 }
 
 export interface InputLimits {
@@ -252,13 +254,26 @@ export class TasksRepository {
       await m.query('SELECT pg_advisory_xact_lock($1)', [TASK_CREATE_LOCK_KEY]);
       const [counts] = await m.query<Row[]>(
         `SELECT (SELECT count(*) FROM task WHERE owner_id = $1 AND status IN ${LIVE_SQL}) AS owner_live,
-                (SELECT count(*) FROM task WHERE status IN ${LIVE_SQL}) AS total_live`,
+                (SELECT count(*) FROM task WHERE status IN ${LIVE_SQL}) AS total_live,
+                (SELECT count(*) FROM task WHERE owner_id = $1 AND status NOT IN ${LIVE_SQL}) AS owner_done`,
         [t.ownerId],
       );
       if (toNumber(counts.owner_live) >= limits.maxPerOwner) {
         throw new TaskError(
           TaskErrorCode.LIMIT_EXCEEDED,
           `Too many live tasks for this caller (TASK_MAX_PER_OWNER = ${limits.maxPerOwner})`,
+        );
+      }
+      if (toNumber(counts.owner_done) >= limits.maxRetainedPerOwner) {
+        throw new TaskError(
+          TaskErrorCode.LIMIT_EXCEEDED,
+          `Too many finished tasks kept for this caller (QUOTA_RETAINED_TASKS_PER_OWNER = ${limits.maxRetainedPerOwner}); they are deleted as they expire`,
+          undefined,
+          {
+            quota: 'retained_tasks',
+            limit: limits.maxRetainedPerOwner,
+            setting: 'QUOTA_RETAINED_TASKS_PER_OWNER',
+          },
         );
       }
       if (toNumber(counts.total_live) >= limits.maxTotal) {

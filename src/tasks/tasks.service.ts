@@ -155,7 +155,11 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
         // The request's span (tools/call …) becomes the task's trace: later work links back to it.
         traceContext: captureTraceContext(),
       },
-      { maxPerOwner: this.config.TASK_MAX_PER_OWNER, maxTotal: this.config.TASK_MAX_TOTAL },
+      {
+        maxPerOwner: this.config.TASK_MAX_PER_OWNER,
+        maxTotal: this.config.TASK_MAX_TOTAL,
+        maxRetainedPerOwner: this.config.QUOTA_RETAINED_TASKS_PER_OWNER,
+      },
     );
     this.metrics.taskCreated(task.toolName, input.mode ?? 'immediate');
     return task;
@@ -280,11 +284,13 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
    * tasks/update: merges `responses` into a parked task (unknown and already answered keys are ignored).
    * When the last outstanding key is answered the task is working again and this instance resumes the
    * handler with its saved state and every answer so far. Unknown or foreign → TASK_NOT_FOUND.
+   * `beforeResume` runs only then, after ownership was checked, just before the run starts.
    */
   async submitInput(
     ownerId: string,
     taskId: string,
     responses: Record<string, unknown>,
+    beforeResume?: (task: TaskSnapshot) => void,
   ): Promise<MergeResult> {
     if (!isWellFormedTaskId(taskId)) throw TaskError.notFound();
     if (responses === null || typeof responses !== 'object' || Array.isArray(responses)) {
@@ -297,7 +303,10 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     if (!r) throw TaskError.notFound();
     linkActiveSpanToTask(r.task);
     if (r.expired) this.expiredHere(r.task);
-    if (r.resumed) this.runner.start(r.task);
+    if (r.resumed) {
+      beforeResume?.(r.task);
+      this.runner.start(r.task);
+    }
     return r;
   }
 
