@@ -1,4 +1,5 @@
 // Shared by the benchmarks: scratch databases on a PostgreSQL server, and percentile summaries.
+import { spawn } from 'node:child_process';
 import pg from 'pg';
 
 /** Runs one statement on the server's `postgres` database (CREATE / DROP DATABASE). */
@@ -22,4 +23,52 @@ export function summary(label, ms, digits = 2) {
   const s = [...ms].sort((a, b) => a - b);
   const f = (v) => v.toFixed(digits);
   return `${label}: n=${s.length} p50=${f(pct(s, 50))} ms p95=${f(pct(s, 95))} ms p99=${f(pct(s, 99))} ms max=${f(s[s.length - 1])} ms`;
+}
+
+/**
+ * Spawns a Node server process (`args` after the node binary) with only PATH and HOME of this environment
+ * plus `env`, and resolves once it logs "listening on http://host:PORT". The log is kept, bounded, for
+ * diagnosis. Resolves { proc, port, base, url, output(), logLines(), exited }; rejects if the process exits
+ * or stays silent for `timeoutMs`.
+ */
+export function spawnServer(args, env = {}, { label = 'server', cwd, timeoutMs = 60000 } = {}) {
+  const proc = spawn(process.execPath, args, {
+    cwd,
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let lines = 0;
+  const exited = new Promise((resolve) => proc.once('exit', (code) => resolve(code)));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${label} did not start:\n${out}`)), timeoutMs);
+    let started = false;
+    const onData = (d) => {
+      const text = d.toString();
+      for (const ch of text) if (ch === '\n') lines++;
+      out = (out + text).slice(-20000);
+      const m = started ? null : /listening on http:\/\/[^:\s]+:(\d+)/.exec(out);
+      if (m) {
+        started = true;
+        clearTimeout(timer);
+        const port = Number(m[1]);
+        resolve({
+          label,
+          proc,
+          port,
+          base: `http://127.0.0.1:${port}`,
+          url: `http://127.0.0.1:${port}/mcp`,
+          output: () => out.slice(-4000),
+          logLines: () => lines,
+          exited,
+        });
+      }
+    };
+    proc.stdout.on('data', onData);
+    proc.stderr.on('data', onData);
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`${label} exited with ${code}:\n${out}`));
+    });
+  });
 }

@@ -16,14 +16,13 @@
 // Rounds alternate which server goes first. Server CPU comes from /proc/<pid>/stat; PostgreSQL CPU is the
 // summed CPU of the backends connected to the scratch database. The table goes to stdout and, with the
 // machine's description, to bench/results/compare-<timestamp>.md. Not run in CI.
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { admin, pct } from './bench-support.mjs';
+import { admin, pct, spawnServer } from './bench-support.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
@@ -251,32 +250,6 @@ function pgCpuSeconds(database) {
   return sum;
 }
 
-function spawnServer(label, args, env) {
-  const proc = spawn(process.execPath, args, {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${label} did not start:\n${out}`)), 60000);
-    const onData = (d) => {
-      out += d.toString();
-      const m = /listening on http:\/\/[^:\s]+:(\d+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        proc.stdout.off('data', onData);
-        proc.stdout.resume();
-        proc.stderr.resume();
-        resolve({ label, proc, url: `http://127.0.0.1:${m[1]}/mcp` });
-      }
-    };
-    proc.stdout.on('data', onData);
-    proc.stderr.on('data', (d) => (out += d.toString()));
-    proc.once('exit', (code) => reject(new Error(`${label} exited with ${code}:\n${out}`)));
-  });
-}
-
 async function stop(server) {
   if (server.proc.exitCode !== null) return;
   const gone = new Promise((r) => server.proc.once('exit', r));
@@ -289,30 +262,42 @@ async function startOurs(dbName) {
   const u = new URL(serverUrl);
   u.pathname = `/${dbName}`;
   const nodeArgs = process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(' ') : [];
-  return spawnServer('this server', [...nodeArgs, join(ROOT, 'dist', 'src', 'main.js')], {
-    PORT: '0',
-    DATABASE_URL: u.toString(),
-    MCP_BENCH_TOOLS: 'true',
-    LOG_LEVEL: 'log', // 'listening on' is a log-level line; nothing is logged per request at this level
-    DB_POOL_MAX: '20',
-    // The bench is one principal with many tasks and requests: lift the per-owner limits out of its way.
-    TASK_MAX_PER_OWNER: '1000000',
-    TASK_MAX_TOTAL: '100000000',
-    QUOTA_RETAINED_TASKS_PER_OWNER: '100000000',
-    // The load generator is one principal at one address: the per-principal and per-address rate limits would
-    // measure themselves, not the server (the peers have none).
-    RATE_LIMIT_PRINCIPAL_RPS: '0',
-    RATE_LIMIT_ADDRESS_RPS: '0',
-    ...(process.env.BENCH_SERVER_ENV
-      ? Object.fromEntries(new URLSearchParams(process.env.BENCH_SERVER_ENV))
-      : {}),
-  });
+  return spawnServer(
+    [...nodeArgs, join(ROOT, 'dist', 'src', 'main.js')],
+    {
+      PORT: '0',
+      DATABASE_URL: u.toString(),
+      MCP_BENCH_TOOLS: 'true',
+      LOG_LEVEL: 'log', // 'listening on' is a log-level line; nothing is logged per request at this level
+      DB_POOL_MAX: '20',
+      // The bench is one principal with many tasks and requests: lift the per-owner limits out of its way.
+      TASK_MAX_PER_OWNER: '1000000',
+      TASK_MAX_TOTAL: '100000000',
+      QUOTA_RETAINED_TASKS_PER_OWNER: '100000000',
+      // The load generator is one principal at one address: the per-principal and per-address rate limits would
+      // measure themselves, not the server (the peers have none).
+      RATE_LIMIT_PRINCIPAL_RPS: '0',
+      RATE_LIMIT_ADDRESS_RPS: '0',
+      ...(process.env.BENCH_SERVER_ENV
+        ? Object.fromEntries(new URLSearchParams(process.env.BENCH_SERVER_ENV))
+        : {}),
+    },
+    { label: 'this server', cwd: ROOT },
+  );
 }
 
 const startPeer = ([kind, mode]) =>
   kind === 'sdk'
-    ? spawnServer(`SDK ${mode}`, [join(ROOT, 'bench', 'peers', 'sdk-server.mjs'), mode], {})
-    : spawnServer('@rekog/mcp-nest', [join(ROOT, 'bench', 'peers', 'mcp-nest-server.mjs')], {});
+    ? spawnServer(
+        [join(ROOT, 'bench', 'peers', 'sdk-server.mjs'), mode],
+        {},
+        { label: `SDK ${mode}`, cwd: ROOT },
+      )
+    : spawnServer(
+        [join(ROOT, 'bench', 'peers', 'mcp-nest-server.mjs')],
+        {},
+        { label: '@rekog/mcp-nest', cwd: ROOT },
+      );
 
 // ---------- the closed loop ----------
 async function measure(scenario, server, database, op) {

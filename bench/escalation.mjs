@@ -9,12 +9,11 @@
 // It creates a scratch database next to the one named in DATABASE_URL, starts the built server on loopback
 // (MCP_CONFORMANCE_FIXTURES=true), sends the requests one at a time (inline and escalated interleaved, after
 // a short warm-up), stops the server with SIGTERM and drops the database.
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { admin, summary } from './bench-support.mjs';
+import { admin, spawnServer, summary } from './bench-support.mjs';
 
 const REQUESTS = Math.max(1, Math.min(Number(process.argv[2] ?? 40), 200));
 const WARMUP = 5;
@@ -22,31 +21,6 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 
 const base = process.env.DATABASE_URL;
 if (!base) throw new Error('set DATABASE_URL to a PostgreSQL server the benchmark may create a database on');
-
-function startServer(env) {
-  const proc = spawn(process.execPath, [join(ROOT, 'dist', 'src', 'main.js')], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  const exited = new Promise((resolve) => proc.once('exit', (code) => resolve(code)));
-  const port = new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 60000);
-    const onData = (d) => {
-      out += d.toString();
-      const m = /listening on http:\/\/[^:]+:(\d+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve(Number(m[1]));
-      }
-    };
-    proc.stdout.on('data', onData);
-    proc.stderr.on('data', onData);
-    void exited.then((code) => reject(new Error(`server exited with ${code}:\n${out}`)));
-  });
-  return { proc, port, exited };
-}
 
 let nextId = 1;
 /** One modern tools/call; resolves with ms to the first body byte, ms to the end, and the parsed result. */
@@ -95,7 +69,14 @@ function call(port, seconds) {
           try {
             const json = text.trimStart().startsWith('{')
               ? JSON.parse(text)
-              : JSON.parse(/data: (.*)\n/.exec(text.split('\n\n').filter((b) => b.includes('"result"')).pop())[1]);
+              : JSON.parse(
+                  /data: (.*)\n/.exec(
+                    text
+                      .split('\n\n')
+                      .filter((b) => b.includes('"result"'))
+                      .pop(),
+                  )[1],
+                );
             resolve({ ttfb, total, result: json.result });
           } catch (err) {
             reject(new Error(`unexpected answer ${res.statusCode}: ${text} (${err})`));
@@ -112,16 +93,20 @@ const name = `bench_escalation_${randomBytes(4).toString('hex')}`;
 await admin(base, `CREATE DATABASE "${name}"`);
 const url = new URL(base);
 url.pathname = `/${name}`;
-const server = startServer({
-  DATABASE_URL: url.toString(),
-  HOST: '127.0.0.1',
-  PORT: '0',
-  LOG_LEVEL: 'log',
-  MCP_CONFORMANCE_FIXTURES: 'true',
-  TASK_MAX_PER_OWNER: '1000',
-});
+const server = await spawnServer(
+  [join(ROOT, 'dist', 'src', 'main.js')],
+  {
+    DATABASE_URL: url.toString(),
+    HOST: '127.0.0.1',
+    PORT: '0',
+    LOG_LEVEL: 'log',
+    MCP_CONFORMANCE_FIXTURES: 'true',
+    TASK_MAX_PER_OWNER: '1000',
+  },
+  { cwd: ROOT },
+);
 try {
-  const port = await server.port;
+  const port = server.port;
   for (let i = 0; i < WARMUP; i++) {
     await call(port, 0);
     await call(port, 1);
@@ -130,7 +115,8 @@ try {
   const escalated = { ttfb: [], total: [] };
   for (let i = 0; i < REQUESTS; i++) {
     const a = await call(port, 0);
-    if (a.result?.resultType !== 'complete') throw new Error(`expected an inline result: ${JSON.stringify(a.result)}`);
+    if (a.result?.resultType !== 'complete')
+      throw new Error(`expected an inline result: ${JSON.stringify(a.result)}`);
     inline.ttfb.push(a.ttfb);
     inline.total.push(a.total);
     const b = await call(port, 1);

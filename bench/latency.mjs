@@ -5,11 +5,10 @@
 // Reports the median and p95 of: tools/call test_simple_text in the handshake era (in a session) and in the
 // 2026-07-28 era (stateless), N sequential requests each (default 200); and a dropped SSE stream
 // (test_reconnection) resumed with GET + Last-Event-ID on the same instance and on the other one.
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { admin } from './bench-support.mjs';
+import { admin, spawnServer } from './bench-support.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const N = Number(process.argv[2] ?? 200);
@@ -23,32 +22,11 @@ if (!serverUrl) {
 }
 
 function start(databaseUrl) {
-  const proc = spawn(process.execPath, [join(ROOT, 'dist', 'src', 'main.js')], {
-    cwd: ROOT,
-    env: {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      PORT: '0',
-      DATABASE_URL: databaseUrl,
-      MCP_CONFORMANCE_FIXTURES: 'true',
-      SSE_RETRY_MS: '0',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 30000);
-    proc.stdout.on('data', (d) => {
-      out += d.toString();
-      const m = /listening on http:\/\/[^:]+:(\d+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve({ proc, url: `http://127.0.0.1:${m[1]}/mcp` });
-      }
-    });
-    proc.stderr.on('data', (d) => (out += d.toString()));
-    proc.once('exit', (code) => reject(new Error(`server exited with ${code}:\n${out}`)));
-  });
+  return spawnServer(
+    [join(ROOT, 'dist', 'src', 'main.js')],
+    { PORT: '0', DATABASE_URL: databaseUrl, MCP_CONFORMANCE_FIXTURES: 'true', SSE_RETRY_MS: '0' },
+    { cwd: ROOT, timeoutMs: 30000 },
+  );
 }
 
 const JSON_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };

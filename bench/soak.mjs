@@ -13,12 +13,11 @@
 // Rate limits are turned off (RATE_LIMIT_*_RPS=0) so the junk reaches the code whose memory is measured
 // (SOAK_PRINCIPAL_RPS=n turns the per-principal one on); other quotas keep their defaults. Heap is read from /metrics (nodejs_heap_size_used_bytes, after a forced
 // GC through bench/gc-on-signal.mjs) and RSS from process_resident_memory_bytes.
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { admin, summary } from './bench-support.mjs';
+import { admin, spawnServer, summary } from './bench-support.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const N = Math.max(1, Math.min(1_000_000, Number(process.argv[2] ?? 100000)));
@@ -40,8 +39,7 @@ if (!serverUrl) {
 }
 
 function start(databaseUrl) {
-  const proc = spawn(
-    process.execPath,
+  return spawnServer(
     [
       '--expose-gc',
       '--import',
@@ -49,48 +47,19 @@ function start(databaseUrl) {
       join(ROOT, 'dist', 'src', 'main.js'),
     ],
     {
-      cwd: ROOT,
-      env: {
-        PATH: process.env.PATH,
-        HOME: process.env.HOME,
-        HOST: '127.0.0.1',
-        PORT: '0',
-        DATABASE_URL: databaseUrl,
-        LOG_LEVEL: 'log',
-        MCP_CONFORMANCE_FIXTURES: 'true',
-        AUTH_PROVIDERS: 'proxy',
-        AUTH_PROXY_SECRET: SECRET,
-        RATE_LIMIT_PRINCIPAL_RPS: PRINCIPAL_RPS,
-        RATE_LIMIT_ADDRESS_RPS: '0',
-        SSE_RETRY_MS: '0',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
+      HOST: '127.0.0.1',
+      PORT: '0',
+      DATABASE_URL: databaseUrl,
+      LOG_LEVEL: 'log',
+      MCP_CONFORMANCE_FIXTURES: 'true',
+      AUTH_PROVIDERS: 'proxy',
+      AUTH_PROXY_SECRET: SECRET,
+      RATE_LIMIT_PRINCIPAL_RPS: PRINCIPAL_RPS,
+      RATE_LIMIT_ADDRESS_RPS: '0',
+      SSE_RETRY_MS: '0',
     },
+    { cwd: ROOT },
   );
-  let out = '';
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 60000);
-    let lines = 0;
-    const onData = (d) => {
-      const text = d.toString();
-      for (const ch of text) if (ch === '\n') lines++;
-      out = (out + text).slice(-20000); // bounded: the server's log is only kept for diagnosis
-      const m = /listening on http:\/\/[^:]+:(\d+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve({
-          proc,
-          base: `http://127.0.0.1:${m[1]}`,
-          url: `http://127.0.0.1:${m[1]}/mcp`,
-          output: () => out.slice(-4000),
-          logLines: () => lines,
-        });
-      }
-    };
-    proc.stdout.on('data', onData);
-    proc.stderr.on('data', onData);
-    proc.once('exit', (code) => reject(new Error(`server exited with ${code}:\n${out}`)));
-  });
 }
 
 const user = (name) => ({ 'x-forwarded-user': name, 'x-auth-proxy-secret': SECRET });

@@ -41,12 +41,16 @@ const config = loadConfig({
   TASK_MAX_TOTAL: '100000000',
   DB_POOL_MAX: String(Math.max(10, CONCURRENCY + 4)),
 });
-const app = await NestFactory.createApplicationContext(AppModule.forRoot(config), { logger: ['error', 'warn'] });
+const app = await NestFactory.createApplicationContext(AppModule.forRoot(config), {
+  logger: ['error', 'warn'],
+});
 await app.init();
 try {
   const tasks = app.get(TasksService);
   // The work completes at once: what is measured is the registry, not a tool.
-  app.get(TaskRunnerService).setExecutor({ execute: async () => ({ kind: 'completed', result: { content: [] } }) });
+  app
+    .get(TaskRunnerService)
+    .setExecutor({ execute: async () => ({ kind: 'completed', result: { content: [] } }) });
 
   const owners = Array.from({ length: CONCURRENCY }, (_, i) => `bench-owner-${i}`);
   const lifecycle = [];
@@ -55,10 +59,16 @@ try {
   await pool(TASKS, CONCURRENCY, async (i) => {
     const owner = owners[i % owners.length];
     const s = performance.now();
-    const t = await tasks.createAndStart({ ownerId: owner, era: 'legacy', toolName: 'bench', requestParams: {} });
+    const t = await tasks.createAndStart({
+      ownerId: owner,
+      era: 'legacy',
+      toolName: 'bench',
+      requestParams: {},
+    });
     await tasks.get(owner, t.id);
     const r = await tasks.waitForTerminal(owner, t.id, { timeoutMs: 30000 });
-    if (r.kind !== 'terminal' || r.task.status !== 'completed') throw new Error(`task ${t.id} ended ${r.kind}`);
+    if (r.kind !== 'terminal' || r.task.status !== 'completed')
+      throw new Error(`task ${t.id} ended ${r.kind}`);
     lifecycle.push(performance.now() - s);
     created.push([owner, t.id]);
   });

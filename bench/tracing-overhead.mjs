@@ -10,12 +10,11 @@
 // Prints the median req/s over the rounds per mode and era. BENCH_BASELINE_MAIN=<path to another build's
 // dist/src/main.js> adds that build as a mode (e.g. the commit before tracing existed); BENCH_SAMPLED=1 adds
 // tracing on with a 10% parent-based ratio sampler.
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { admin } from './bench-support.mjs';
+import { admin, spawnServer } from './bench-support.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const SECONDS = Number(process.argv[2] ?? 5);
@@ -31,32 +30,11 @@ if (!serverUrl) {
 }
 
 function start(main, databaseUrl, extraEnv) {
-  const proc = spawn(process.execPath, [main], {
-    cwd: ROOT,
-    env: {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      PORT: '0',
-      DATABASE_URL: databaseUrl,
-      MCP_CONFORMANCE_FIXTURES: 'true',
-      ...extraEnv,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 30000);
-    proc.stdout.on('data', (d) => {
-      out += d.toString();
-      const m = /listening on http:\/\/[^:]+:(\d+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve({ proc, url: `http://127.0.0.1:${m[1]}/mcp` });
-      }
-    });
-    proc.stderr.on('data', (d) => (out += d.toString()));
-    proc.once('exit', (code) => reject(new Error(`server exited with ${code}:\n${out}`)));
-  });
+  return spawnServer(
+    [main],
+    { PORT: '0', DATABASE_URL: databaseUrl, MCP_CONFORMANCE_FIXTURES: 'true', ...extraEnv },
+    { cwd: ROOT, timeoutMs: 30000 },
+  );
 }
 
 const JSON_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
