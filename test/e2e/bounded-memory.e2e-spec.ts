@@ -8,12 +8,12 @@ import { ModernMcpHandler } from '../../src/gateway/modern-mcp.handler.js';
 import { LifecycleService } from '../../src/lifecycle/lifecycle.service.js';
 import { TASK_CHANNEL } from '../../src/tasks/tasks.repository.js';
 import { TasksService } from '../../src/tasks/tasks.service.js';
-import { MODERN, openStream, responseOf } from '../support/mcp-http.js';
+import { openStream, responseOf } from '../support/mcp-http.js';
 import {
   asUser,
-  EXT_CAPS,
   freshUser,
   LegacyClient,
+  listenInit,
   modern,
   PROXY_SECRET,
   rpcId,
@@ -111,32 +111,6 @@ describe('memory that junk requests cannot grow', () => {
     expect(executor.pendingPrincipals).toBe(0);
   });
 
-  function listenRequest(user: string, notifications: Record<string, unknown>, padding = 0): RequestInit {
-    return {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/json',
-        accept: 'application/json, text/event-stream',
-        'mcp-protocol-version': MODERN,
-        'mcp-method': 'subscriptions/listen',
-        ...asUser(user),
-      },
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: rpcId(),
-        method: 'subscriptions/listen',
-        params: {
-          notifications,
-          _meta: {
-            'io.modelcontextprotocol/protocolVersion': MODERN,
-            'io.modelcontextprotocol/clientCapabilities': EXT_CAPS,
-            padding: 'p'.repeat(padding),
-          },
-        },
-      }),
-    };
-  }
-
   it('opened-and-dropped listens (100 KB bodies) leave no drain listener, bus handler or stream behind', async () => {
     const user = freshUser();
     const lifecycle = app.get(LifecycleService);
@@ -144,7 +118,7 @@ describe('memory that junk requests cannot grow', () => {
     const drainBefore = lifecycle.drainListenerCount;
     const busBefore = bus.handlerCount(TASK_CHANNEL);
     for (let i = 0; i < 60; i++) {
-      const stream = await openStream(url, listenRequest(user, { taskIds: [] }, 100 * 1024));
+      const stream = await openStream(url, listenInit(user, { taskIds: [] }, { padding: 100 * 1024 }));
       const ack = await stream.next();
       expect(ack.json.method).toBe('notifications/subscriptions/acknowledged');
       stream.close();
@@ -188,7 +162,7 @@ describe('memory that junk requests cannot grow', () => {
       const c = new AbortController();
       controllers.push(c);
       pending.push(
-        fetch(url, { ...listenRequest(user, { slowGate: true }), signal: c.signal }).catch(() => null),
+        fetch(url, { ...listenInit(user, { slowGate: true }), signal: c.signal }).catch(() => null),
       );
     }
     await waitFor(

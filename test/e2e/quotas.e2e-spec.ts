@@ -2,15 +2,14 @@ import type { INestApplication } from '@nestjs/common';
 import { principalIdFor } from '../../src/principals/principals.service.js';
 import { QuotaService } from '../../src/quotas/quota.service.js';
 import { metricValue } from '../support/controlled-executor.js';
-import { LEGACY, MODERN, openStream, responseOf, rpc, type RpcAnswer } from '../support/mcp-http.js';
+import { LEGACY, openStream, responseOf, rpc, type RpcAnswer } from '../support/mcp-http.js';
 import {
   asUser,
-  EXT_CAPS,
   freshUser,
   LegacyClient,
+  listenInit,
   modern,
   PROXY_SECRET,
-  rpcId,
   waitFor,
 } from '../support/tasks-e2e.js';
 import { createTestApp } from '../support/test-app.js';
@@ -30,31 +29,6 @@ function expectQuotaError(answer: RpcAnswer, quota: string, limit: number, setti
     message: expect.any(String),
     data: expect.objectContaining({ quota, limit, setting }),
   });
-}
-
-function listenInit(user: string): RequestInit {
-  return {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'mcp-protocol-version': MODERN,
-      'mcp-method': 'subscriptions/listen',
-      ...asUser(user),
-    },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: rpcId(),
-      method: 'subscriptions/listen',
-      params: {
-        notifications: { toolsListChanged: true },
-        _meta: {
-          'io.modelcontextprotocol/protocolVersion': MODERN,
-          'io.modelcontextprotocol/clientCapabilities': EXT_CAPS,
-        },
-      },
-    }),
-  };
 }
 
 describe('per-principal quotas (over real HTTP)', () => {
@@ -129,13 +103,13 @@ describe('per-principal quotas (over real HTTP)', () => {
     const session = await LegacyClient.open(url, {}, asUser(user));
     const get = await session.openGetStream();
     expect(get.status).toBe(200);
-    const listen = await openStream(url, listenInit(user));
+    const listen = await openStream(url, listenInit(user, { toolsListChanged: true }));
     expect(listen.status).toBe(200);
     expect((await listen.next()).json.method).toBe('notifications/subscriptions/acknowledged');
     expect(quotas.holding('streams', idOf(user))).toBe(2);
 
     const before = await rejections(app, 'streams');
-    const third = await fetch(url, listenInit(user));
+    const third = await fetch(url, listenInit(user, { toolsListChanged: true }));
     expect(third.status).toBe(429);
     expect(third.headers.get('retry-after')).toBe('1');
     const body = (await third.json()) as any;
@@ -154,7 +128,7 @@ describe('per-principal quotas (over real HTTP)', () => {
       (n) => n === 1,
       { what: 'stream released' },
     );
-    const again = await openStream(url, listenInit(user));
+    const again = await openStream(url, listenInit(user, { toolsListChanged: true }));
     expect(again.status).toBe(200);
     again.close();
     get.close();

@@ -14,6 +14,7 @@ import {
   EXT_CAPS,
   freshUser,
   LegacyClient,
+  listenInit,
   modern,
   nextMatching,
   PROXY_SECRET,
@@ -214,22 +215,7 @@ describe('task and session isolation between principals (both eras)', () => {
 
   it('subscriptions/listen by B on A’s ids acknowledges none and delivers nothing', async () => {
     const listen = (user: string, taskIds: string[]) =>
-      openStream(url, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          accept: 'application/json, text/event-stream',
-          'mcp-protocol-version': MODERN,
-          'mcp-method': 'subscriptions/listen',
-          ...asUser(user),
-        },
-        body: JSON.stringify({
-          jsonrpc: '2.0',
-          id: 'listen-1',
-          method: 'subscriptions/listen',
-          params: { notifications: { taskIds }, _meta: modernMeta(EXT_CAPS) },
-        }),
-      });
+      openStream(url, listenInit(user, { taskIds }, { id: 'listen-1' }));
     const ids = [tasks.modernLive, tasks.legacyLive];
     const theirs = await listen(userB, ids);
     const mine = await listen(userA, ids);

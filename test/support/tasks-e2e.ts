@@ -139,6 +139,41 @@ export async function modern(
   });
 }
 
+/**
+ * The fetch init of a 2026-07-28 `subscriptions/listen` by a proxy-authenticated user, with the tasks extension
+ * declared; `padding` adds that many bytes to `_meta` (bodies of a chosen size), `id` fixes the request id.
+ */
+export function listenInit(
+  user: string,
+  notifications: Record<string, unknown>,
+  opts: { padding?: number; id?: string | number } = {},
+): RequestInit {
+  return {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2026-07-28',
+      'mcp-method': 'subscriptions/listen',
+      ...asUser(user),
+    },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: opts.id ?? rpcId(),
+      method: 'subscriptions/listen',
+      params: {
+        notifications,
+        _meta: {
+          'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+          'io.modelcontextprotocol/clientCapabilities': EXT_CAPS,
+          'io.modelcontextprotocol/clientInfo': { name: 'tasks-e2e', version: '1.0.0' },
+          ...(opts.padding ? { padding: 'p'.repeat(opts.padding) } : {}),
+        },
+      },
+    }),
+  };
+}
+
 /** Polls `read` until `done` holds for its value (or fails after `timeoutMs`). */
 export async function waitFor<T>(
   read: () => Promise<T>,
