@@ -33,8 +33,8 @@ export interface SseSettings {
  * response is the stream's first holder, and a client that lost it reconnects with GET + Last-Event-ID.
  */
 export class LegacyChannel implements ResponseChannel {
-  readonly streamId = `p${randomBytes(9).toString('base64url').replace(/[_]/g, '-')}`;
   private streaming: Promise<void> | undefined;
+  private id: string | undefined;
   private writer: SseWriter | undefined;
 
   constructor(
@@ -44,6 +44,12 @@ export class LegacyChannel implements ResponseChannel {
     private readonly events: SseEventsRepository,
     private readonly sse: SseSettings,
   ) {}
+
+  /** Minted on first use: most requests answer with plain JSON and never open their stream. */
+  get streamId(): string {
+    this.id ??= `p${randomBytes(9).toString('base64url').replace(/[_]/g, '-')}`;
+    return this.id;
+  }
 
   async openStream(): Promise<string> {
     this.streaming ??= (async () => {

@@ -18,6 +18,31 @@ const FIND_LIVE: PreparedStatement = {
             AND last_seen_at >= now() - make_interval(secs => $3::float8 / 1000)`,
 };
 
+/** Every handshake-era task run reads its session's capabilities: prepared and mapped by hand, like FIND_LIVE. */
+const FIND_BY_ID: PreparedStatement = {
+  name: 'mcp_session_find_by_id',
+  text: `SELECT id, principal_id, protocol_version, client_capabilities, client_info, log_level,
+                resource_subscriptions, created_at, last_seen_at, ended_at
+           FROM mcp_session WHERE id = $1`,
+};
+
+type SessionRow = Omit<LiveSessionRow, 'touch_due'>;
+
+function rowToSession(row: SessionRow): McpSession {
+  return Object.assign(new McpSession(), {
+    id: row.id,
+    principalId: row.principal_id,
+    protocolVersion: row.protocol_version,
+    clientCapabilities: row.client_capabilities,
+    clientInfo: row.client_info,
+    logLevel: row.log_level,
+    resourceSubscriptions: row.resource_subscriptions,
+    createdAt: row.created_at,
+    lastSeenAt: row.last_seen_at,
+    endedAt: row.ended_at,
+  });
+}
+
 interface LiveSessionRow {
   id: string;
   principal_id: string;
@@ -104,23 +129,12 @@ export class SessionsRepository {
       touchAfterMs,
     ]);
     if (!row) return null;
-    const session = Object.assign(new McpSession(), {
-      id: row.id,
-      principalId: row.principal_id,
-      protocolVersion: row.protocol_version,
-      clientCapabilities: row.client_capabilities,
-      clientInfo: row.client_info,
-      logLevel: row.log_level,
-      resourceSubscriptions: row.resource_subscriptions,
-      createdAt: row.created_at,
-      lastSeenAt: row.last_seen_at,
-      endedAt: row.ended_at,
-    });
-    return { session, touchDue: row.touch_due };
+    return { session: rowToSession(row), touchDue: row.touch_due };
   }
 
   async findById(id: string): Promise<McpSession | null> {
-    return this.repo.findOneBy({ id });
+    const [row] = await runPrepared<SessionRow>(this.dataSource, FIND_BY_ID, [id]);
+    return row ? rowToSession(row) : null;
   }
 
   /** Live sessions subscribed to a resource URI (resources/subscribe). */

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { DataSource, type EntityManager } from 'typeorm';
 import { PgBusService } from '../bus/pg-bus.service.js';
 import { AppConfig } from '../config/app-config.js';
+import { runPrepared, runPreparedIn, type PreparedStatement } from '../database/prepared-query.js';
 import type { StoredTraceContext } from '../telemetry/trace-context.js';
 import type { ListPosition } from './task-ids.js';
 import { canTransition, isLive, LIVE_STATUSES, TERMINAL_STATUSES, type TaskStatus } from './task-state.js';
@@ -28,6 +29,41 @@ export const JANITOR_LOCK_KEY = 7_140_512_102;
 const NOW_MS = `date_trunc('milliseconds', now())`;
 const LIVE_SQL = `('working', 'input_required')`;
 const TERMINAL_SQL = `('completed', 'failed', 'cancelled')`;
+
+/**
+ * The columns a snapshot is made of (see rowToSnapshot). Named, not `*`: a prepared statement's result shape
+ * is fixed when it is planned, so a column added by a later migration must not change it under a live pool.
+ */
+const SNAPSHOT_COLUMNS = `id, owner_id, session_id, era, tool_name, status, status_message, created_at,
+       last_updated_at, ttl_ms, expires_at, poll_interval_ms, request_params, result, error, input_requests,
+       input_responses, handler_state, input_rounds, generation, instance_id, lease_expires_at, trace_context`;
+
+/**
+ * tasks/get and tasks/result read the owner's task on every call: prepared once per connection, mapped by
+ * hand. Filtered by owner in SQL, so another owner's task is no row at all.
+ */
+const FIND_OWNED_CLOCKED: PreparedStatement = {
+  name: 'mcp_task_find_owned_clocked',
+  text: `SELECT ${SNAPSHOT_COLUMNS},
+                (status IN ${LIVE_SQL} AND expires_at <= now()) AS due_now,
+                (extract(epoch FROM (expires_at - now())) * 1000)::float8 AS ms_until_expiry
+           FROM task WHERE id = $1 AND owner_id = $2`,
+};
+
+/**
+ * The row lock every write takes first, with the expiry check folded in: now() is the transaction's start
+ * time, so `expires_at <= now()` here is the very answer a later statement of the same transaction would give.
+ */
+const LOCK_BY_ID: PreparedStatement = {
+  name: 'mcp_task_lock_by_id',
+  text: `SELECT ${SNAPSHOT_COLUMNS}, (expires_at <= now()) AS due_now
+           FROM task WHERE id = $1 FOR UPDATE`,
+};
+const LOCK_OWNED: PreparedStatement = {
+  name: 'mcp_task_lock_owned',
+  text: `SELECT ${SNAPSHOT_COLUMNS}, (expires_at <= now()) AS due_now
+           FROM task WHERE id = $1 AND owner_id = $2 FOR UPDATE`,
+};
 
 export interface NewTask {
   id: string;
@@ -221,7 +257,47 @@ interface NextState {
   instanceId: string | null;
 }
 
+/** A row read under its lock; `pastTtl`: expires_at <= now() by the database clock (live or not). */
+interface LockedTask {
+  task: TaskSnapshot;
+  pastTtl: boolean;
+}
+
 type LeaseChange = { kind: 'keep' } | { kind: 'clear' } | { kind: 'renew'; ms: number };
+
+/** Every task transaction starts with its own lock_timeout (transaction-local). */
+const SET_LOCK_TIMEOUT: PreparedStatement = {
+  name: 'mcp_task_set_lock_timeout',
+  text: `SELECT set_config('lock_timeout', $1, true)`,
+};
+
+const INSERT_TASK: PreparedStatement = {
+  name: 'mcp_task_insert',
+  text: `INSERT INTO task (id, owner_id, session_id, era, tool_name, status, status_message, created_at,
+                         last_updated_at, ttl_ms, expires_at, poll_interval_ms, request_params,
+                         instance_id, lease_expires_at, trace_context)
+         VALUES ($1, $2, $3, $4, $5, 'working', $6, ${NOW_MS}, ${NOW_MS}, $7::int,
+                 ${NOW_MS} + $7::int * interval '1 millisecond', $8, $9::jsonb, $10,
+                 now() + $11::int * interval '1 millisecond', $12::jsonb)
+         RETURNING ${SNAPSHOT_COLUMNS}`,
+};
+
+/** The whole-state write of a locked row; one prepared statement per way the lease changes. */
+function writeStatement(kind: LeaseChange['kind'], leaseSql: string): PreparedStatement {
+  return {
+    name: `mcp_task_write_lease_${kind}`,
+    text: `UPDATE task SET status = $2, status_message = $3, result = $4::jsonb, error = $5::jsonb,
+                  input_requests = $6::jsonb, input_responses = $7::jsonb, handler_state = $8::jsonb,
+                  input_rounds = $9, generation = $10, instance_id = $11, lease_expires_at = ${leaseSql},
+                  last_updated_at = ${NOW_MS}
+            WHERE id = $1 RETURNING ${SNAPSHOT_COLUMNS}`,
+  };
+}
+const WRITE: Record<LeaseChange['kind'], PreparedStatement> = {
+  keep: writeStatement('keep', 'lease_expires_at'),
+  clear: writeStatement('clear', 'NULL'),
+  renew: writeStatement('renew', `now() + $12::int * interval '1 millisecond'`),
+};
 
 const EXPIRED: TaskErrorPayload = { code: -32603, message: 'Task expired' };
 const WORKER_LOST_MESSAGE = 'worker lost: the server running this task stopped';
@@ -282,29 +358,20 @@ export class TasksRepository {
           `Too many live tasks on this server (TASK_MAX_TOTAL = ${limits.maxTotal})`,
         );
       }
-      const rows = await m.query<Row[]>(
-        `INSERT INTO task (id, owner_id, session_id, era, tool_name, status, status_message, created_at,
-                           last_updated_at, ttl_ms, expires_at, poll_interval_ms, request_params,
-                           instance_id, lease_expires_at, trace_context)
-         VALUES ($1, $2, $3, $4, $5, 'working', $6, ${NOW_MS}, ${NOW_MS}, $7::int,
-                 ${NOW_MS} + $7::int * interval '1 millisecond', $8, $9::jsonb, $10,
-                 now() + $11::int * interval '1 millisecond', $12::jsonb)
-         RETURNING *`,
-        [
-          t.id,
-          t.ownerId,
-          t.sessionId,
-          t.era,
-          t.toolName,
-          t.statusMessage ?? null,
-          t.ttlMs,
-          t.pollIntervalMs,
-          JSON.stringify(t.requestParams),
-          t.instanceId,
-          t.leaseMs,
-          t.traceContext ? JSON.stringify(t.traceContext) : null,
-        ],
-      );
+      const rows = await runPreparedIn<Row>(m, INSERT_TASK, [
+        t.id,
+        t.ownerId,
+        t.sessionId,
+        t.era,
+        t.toolName,
+        t.statusMessage ?? null,
+        t.ttlMs,
+        t.pollIntervalMs,
+        JSON.stringify(t.requestParams),
+        t.instanceId,
+        t.leaseMs,
+        t.traceContext ? JSON.stringify(t.traceContext) : null,
+      ]);
       const task = rowToSnapshot(rows[0]);
       await this.publish(m, task, null);
       return task;
@@ -320,17 +387,12 @@ export class TasksRepository {
 
   /** The owner's task and where it stands against the database clock (never the app clock). */
   async findOwnedClocked(ownerId: string, id: string): Promise<ClockedTask | null> {
-    const rows = await this.dataSource.query<Row[]>(
-      `SELECT *, (status IN ${LIVE_SQL} AND expires_at <= now()) AS due_now,
-              (extract(epoch FROM (expires_at - now())) * 1000)::float8 AS ms_until_expiry
-       FROM task WHERE id = $1 AND owner_id = $2`,
-      [id, ownerId],
-    );
-    if (rows.length === 0) return null;
+    const [row] = await runPrepared<Row>(this.dataSource, FIND_OWNED_CLOCKED, [id, ownerId]);
+    if (!row) return null;
     return {
-      task: rowToSnapshot(rows[0]),
-      due: rows[0].due_now === true,
-      msUntilExpiry: toNumber(rows[0].ms_until_expiry),
+      task: rowToSnapshot(row),
+      due: row.due_now === true,
+      msUntilExpiry: toNumber(row.ms_until_expiry),
     };
   }
 
@@ -410,10 +472,10 @@ export class TasksRepository {
    */
   async cancelIfLive(ownerId: string, id: string, message: string): Promise<CancelResult | null> {
     return this.tx(async (m) => {
-      const row = await this.lock(m, id, ownerId);
-      if (!row) return null;
-      const current = entityToSnapshot(row);
-      const expired = await this.expireLockedIfDue(m, current);
+      const locked = await this.lock(m, id, ownerId);
+      if (!locked) return null;
+      const current = locked.task;
+      const expired = await this.expireLockedIfDue(m, locked);
       if (expired) return { applied: false, task: expired, expired: true };
       if (!isLive(current.status)) return { applied: false, task: current };
       const task = await this.transition(m, current, 'cancelled', { statusMessage: message }, true);
@@ -424,10 +486,10 @@ export class TasksRepository {
   /** Lazy expiry on read: a live task past created + ttl is failed "Task expired" right away. */
   async expireIfDue(ownerId: string, id: string): Promise<CancelResult | null> {
     return this.tx(async (m) => {
-      const row = await this.lock(m, id, ownerId);
-      if (!row) return null;
-      const current = entityToSnapshot(row);
-      const task = await this.expireLockedIfDue(m, current);
+      const locked = await this.lock(m, id, ownerId);
+      if (!locked) return null;
+      const current = locked.task;
+      const task = await this.expireLockedIfDue(m, locked);
       return task ? { applied: true, task, expired: true } : { applied: false, task: current };
     });
   }
@@ -445,12 +507,12 @@ export class TasksRepository {
     resume: { instanceId: string; leaseMs: number },
   ): Promise<MergeResult | null> {
     return this.tx(async (m) => {
-      const row = await this.lock(m, id, ownerId);
-      if (!row) return null;
-      const current = entityToSnapshot(row);
+      const locked = await this.lock(m, id, ownerId);
+      if (!locked) return null;
+      const current = locked.task;
       const keys = Object.keys(responses);
       // Input after created + ttl must not revive the task, swept or not: it expires here instead.
-      const expired = await this.expireLockedIfDue(m, current);
+      const expired = await this.expireLockedIfDue(m, locked);
       if (expired) return { task: expired, accepted: [], ignored: keys, resumed: false, expired: true };
       const outstanding = current.inputRequests;
       if (current.status !== 'input_required' || Object.keys(outstanding).length === 0) {
@@ -521,11 +583,11 @@ export class TasksRepository {
     limits: InputLimits,
   ): Promise<ParkResult> {
     return this.tx(async (m) => {
-      const row = await this.lock(m, fence.taskId, null);
-      if (!row) return { applied: false, reason: 'gone', task: null };
-      const current = entityToSnapshot(row);
+      const locked = await this.lock(m, fence.taskId, null);
+      if (!locked) return { applied: false, reason: 'gone', task: null };
+      const current = locked.task;
       if (!this.isCurrent(current, fence)) return { applied: false, reason: 'not_current', task: current };
-      const expired = await this.expireLockedIfDue(m, current);
+      const expired = await this.expireLockedIfDue(m, locked);
       if (expired) return { applied: false, reason: 'expired', task: expired };
       const broken = checkInputRound(current, requests, handlerState, limits);
       if (broken) {
@@ -567,11 +629,11 @@ export class TasksRepository {
    */
   async setProgressMessage(fence: WorkerFence, statusMessage: string): Promise<WorkerWriteResult> {
     return this.tx(async (m) => {
-      const row = await this.lock(m, fence.taskId, null);
-      if (!row) return { applied: false, reason: 'gone', task: null };
-      const current = entityToSnapshot(row);
+      const locked = await this.lock(m, fence.taskId, null);
+      if (!locked) return { applied: false, reason: 'gone', task: null };
+      const current = locked.task;
       if (!this.isCurrent(current, fence)) return { applied: false, reason: 'not_current', task: current };
-      const expired = await this.expireLockedIfDue(m, current);
+      const expired = await this.expireLockedIfDue(m, locked);
       if (expired) return { applied: false, reason: 'expired', task: expired };
       // While a handshake-era worker waits for an answer, its input_required message stays.
       if (current.status !== 'working' || current.statusMessage === statusMessage) {
@@ -749,9 +811,7 @@ export class TasksRepository {
   private async tx<T>(work: (m: EntityManager) => Promise<T>): Promise<T> {
     try {
       return await this.dataSource.transaction(async (m) => {
-        await m.query(`SELECT set_config('lock_timeout', $1, true)`, [
-          `${this.config.TASK_LOCK_TIMEOUT_MS}ms`,
-        ]);
+        await runPreparedIn(m, SET_LOCK_TIMEOUT, [`${this.config.TASK_LOCK_TIMEOUT_MS}ms`]);
         return work(m);
       });
     } catch (err) {
@@ -762,11 +822,13 @@ export class TasksRepository {
     }
   }
 
-  private lock(m: EntityManager, id: string, ownerId: string | null): Promise<Task | null> {
-    return m.getRepository(Task).findOne({
-      where: ownerId === null ? { id } : { id, ownerId },
-      lock: { mode: 'pessimistic_write' },
-    });
+  /** Locks the task's row (FOR UPDATE) and reads it, with whether it is past created + ttl (database clock). */
+  private async lock(m: EntityManager, id: string, ownerId: string | null): Promise<LockedTask | null> {
+    const [row] =
+      ownerId === null
+        ? await runPreparedIn<Row>(m, LOCK_BY_ID, [id])
+        : await runPreparedIn<Row>(m, LOCK_OWNED, [id, ownerId]);
+    return row ? { task: rowToSnapshot(row), pastTtl: row.due_now === true } : null;
   }
 
   private isCurrent(t: TaskSnapshot, fence: WorkerFence): boolean {
@@ -778,10 +840,9 @@ export class TasksRepository {
    * is failed "Task expired" (as the janitor would) and returned; null when it is not due. Every write path
    * calls this first, so no write can act on (or revive) a task whose ttl has run out but was not swept yet.
    */
-  private async expireLockedIfDue(m: EntityManager, current: TaskSnapshot): Promise<TaskSnapshot | null> {
-    if (!isLive(current.status)) return null;
-    const [{ due }] = await m.query<Row[]>('SELECT $1::timestamptz <= now() AS due', [current.expiresAt]);
-    if (due !== true) return null;
+  private async expireLockedIfDue(m: EntityManager, locked: LockedTask): Promise<TaskSnapshot | null> {
+    const current = locked.task;
+    if (!isLive(current.status) || !locked.pastTtl) return null;
     return this.transition(m, current, 'failed', { statusMessage: 'Task expired', error: EXPIRED }, true);
   }
 
@@ -791,11 +852,11 @@ export class TasksRepository {
     fields: Partial<NextState>,
   ): Promise<WorkerWriteResult> {
     return this.tx(async (m) => {
-      const row = await this.lock(m, fence.taskId, null);
-      if (!row) return { applied: false, reason: 'gone', task: null };
-      const current = entityToSnapshot(row);
+      const locked = await this.lock(m, fence.taskId, null);
+      if (!locked) return { applied: false, reason: 'gone', task: null };
+      const current = locked.task;
       if (!this.isCurrent(current, fence)) return { applied: false, reason: 'not_current', task: current };
-      const expired = await this.expireLockedIfDue(m, current);
+      const expired = await this.expireLockedIfDue(m, locked);
       if (expired) return { applied: false, reason: 'expired', task: expired };
       if (current.status === to) {
         const task = await this.write(m, current, fields, { kind: 'keep' });
@@ -864,36 +925,23 @@ export class TasksRepository {
       instanceId: current.instanceId,
       ...fields,
     };
-    const leaseSql =
-      lease.kind === 'keep'
-        ? 'lease_expires_at'
-        : lease.kind === 'clear'
-          ? 'NULL'
-          : `now() + ${Math.floor(lease.ms)} * interval '1 millisecond'`;
-    const rows = returned(
-      await m.query(
-        `UPDATE task SET status = $2, status_message = $3, result = $4::jsonb, error = $5::jsonb,
-              input_requests = $6::jsonb, input_responses = $7::jsonb, handler_state = $8::jsonb,
-              input_rounds = $9, generation = $10, instance_id = $11, lease_expires_at = ${leaseSql},
-              last_updated_at = ${NOW_MS}
-       WHERE id = $1 RETURNING *`,
-        [
-          current.id,
-          next.status,
-          next.statusMessage,
-          next.result === null ? null : JSON.stringify(next.result),
-          next.error === null ? null : JSON.stringify(next.error),
-          JSON.stringify(next.inputRequests),
-          JSON.stringify(next.inputResponses),
-          next.handlerState === null || next.handlerState === undefined
-            ? null
-            : JSON.stringify(next.handlerState),
-          next.inputRounds,
-          next.generation,
-          next.instanceId,
-        ],
-      ),
-    );
+    const values: unknown[] = [
+      current.id,
+      next.status,
+      next.statusMessage,
+      next.result === null ? null : JSON.stringify(next.result),
+      next.error === null ? null : JSON.stringify(next.error),
+      JSON.stringify(next.inputRequests),
+      JSON.stringify(next.inputResponses),
+      next.handlerState === null || next.handlerState === undefined
+        ? null
+        : JSON.stringify(next.handlerState),
+      next.inputRounds,
+      next.generation,
+      next.instanceId,
+    ];
+    if (lease.kind === 'renew') values.push(Math.floor(lease.ms));
+    const rows = await runPreparedIn<Row>(m, WRITE[lease.kind], values);
     return rowToSnapshot(rows[0]);
   }
 
