@@ -28,8 +28,8 @@ export function summary(label, ms, digits = 2) {
 /**
  * Spawns a Node server process (`args` after the node binary) with only PATH and HOME of this environment
  * plus `env`, and resolves once it logs "listening on http://host:PORT". The log is kept, bounded, for
- * diagnosis. Resolves { proc, port, base, url, output(), logLines(), exited }; rejects if the process exits
- * or stays silent for `timeoutMs`.
+ * diagnosis. Resolves { proc, port, base, url, output(), logLines(), exited }; rejects if the process exits,
+ * or kills it and rejects if it has not said it listens within `timeoutMs`.
  */
 export function spawnServer(args, env = {}, { label = 'server', cwd, timeoutMs = 60000 } = {}) {
   const proc = spawn(process.execPath, args, {
@@ -41,7 +41,11 @@ export function spawnServer(args, env = {}, { label = 'server', cwd, timeoutMs =
   let lines = 0;
   const exited = new Promise((resolve) => proc.once('exit', (code) => resolve(code)));
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${label} did not start:\n${out}`)), timeoutMs);
+    const timer = setTimeout(() => {
+      // Never leave a server behind that no caller holds a handle to.
+      proc.kill('SIGKILL');
+      reject(new Error(`${label} did not start:\n${out}`));
+    }, timeoutMs);
     let started = false;
     const onData = (d) => {
       const text = d.toString();
