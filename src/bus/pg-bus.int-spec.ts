@@ -1,5 +1,6 @@
 import type { INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
+import { inTransaction } from '../database/sql-transaction.js';
 import { HealthService } from '../health/health.service.js';
 import { createTestApp } from '../../test/support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
@@ -57,21 +58,18 @@ describe('PgBusService across two instances on one database', () => {
     const off = b.get(PgBusService).subscribe('tx_chan', (p) => got.push(p.id));
     await b.get(PgBusService).listening();
     try {
-      await a
-        .get(DataSource)
-        .transaction(async (m) => {
-          await bus.publish('tx_chan', { id: 'rolled-back' }, m);
-          throw new Error('abort');
-        })
-        .catch(() => undefined);
-      await a.get(DataSource).transaction(async (m) => {
-        await bus.publish('tx_chan', { id: 'committed' }, m);
+      await inTransaction(a.get(DataSource), { lockTimeoutMs: 0 }, async (tx) => {
+        await bus.publish('tx_chan', { id: 'rolled-back' }, tx);
+        throw new Error('abort');
+      }).catch(() => undefined);
+      await inTransaction(a.get(DataSource), { lockTimeoutMs: 0 }, async (tx) => {
+        await bus.publish('tx_chan', { id: "it's \\ committed" }, tx);
         await new Promise((r) => setTimeout(r, 100));
         expect(got).toEqual([]); // not before commit
       });
       await waitFor(() => (got.length > 0 ? got : undefined));
       await new Promise((r) => setTimeout(r, 100));
-      expect(got).toEqual(['committed']);
+      expect(got).toEqual(["it's \\ committed"]); // quotes and backslashes survive the literal
     } finally {
       off();
     }

@@ -2,7 +2,8 @@ import { Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } fro
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { Counter, Gauge } from 'prom-client';
-import { DataSource, type EntityManager } from 'typeorm';
+import { DataSource } from 'typeorm';
+import type { SqlTx } from '../database/sql-transaction.js';
 import { AppConfig } from '../config/app-config.js';
 import { HealthService } from '../health/health.service.js';
 import { InstancesService } from '../instances/instances.service.js';
@@ -180,16 +181,16 @@ export class PgBusService implements OnModuleInit, OnApplicationShutdown {
   }
 
   /**
-   * Publishes now, or, given a transaction's EntityManager, at that transaction's commit (PostgreSQL
-   * delivers NOTIFY only on commit and drops it on rollback), which is what state changes want.
+   * Publishes now, or, given a transaction, at that transaction's commit (the NOTIFY rides with COMMIT and
+   * PostgreSQL drops it on rollback), which is what state changes want.
    */
-  async publish(channel: string, payload: Record<string, unknown>, manager?: EntityManager): Promise<void> {
+  async publish(channel: string, payload: Record<string, unknown>, tx?: SqlTx): Promise<void> {
     const text = JSON.stringify({ ...payload, _from: this.instances.instanceId });
     if (Buffer.byteLength(text) > MAX_PAYLOAD_BYTES) {
       throw new Error(`bus payload on ${channel} is ${Buffer.byteLength(text)} bytes; send ids, not state`);
     }
-    const runner = manager ?? this.dataSource.manager;
-    await runner.query('SELECT pg_notify($1, $2)', [channel, text]);
+    if (tx) tx.notifyOnCommit(channel, text);
+    else await this.dataSource.query('SELECT pg_notify($1, $2)', [channel, text]);
     this.published.inc({ channel });
   }
 

@@ -1,5 +1,5 @@
 import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
-import type { EntityManager } from 'typeorm';
+import type { SqlTx } from '../database/sql-transaction.js';
 import { PgBusService } from '../bus/pg-bus.service.js';
 import { AppConfig } from '../config/app-config.js';
 import { LifecycleService } from '../lifecycle/lifecycle.service.js';
@@ -84,24 +84,28 @@ export class StreamHub implements OnModuleInit {
   }
 
   /**
-   * Appends a message inside the caller's transaction (an outbox): the event exists if and only if that
-   * transaction commits, whatever happens to this process or its LISTEN connection afterwards. The holder
-   * is woken by a NOTIFY delivered at commit, or, if that is lost, by the resync after the bus reconnects.
+   * Appends a message inside the caller's transaction (an outbox), in its COMMIT's round trip: the event
+   * exists if and only if that transaction commits, whatever happens to this process or its LISTEN
+   * connection afterwards. The holder is woken by a NOTIFY delivered at commit, or, if that is lost, by the
+   * resync after the bus reconnects.
    */
   async publishInTransaction(
-    manager: EntityManager,
+    tx: SqlTx,
     sessionId: string,
     streamId: string,
     message: Record<string, unknown>,
-  ): Promise<string> {
-    const seq = await this.events.append(sessionId, streamId, message, false, manager);
-    await this.bus.publish(CHANNEL, { s: sessionId, st: streamId }, manager);
-    this.pruneNowAndThen(sessionId, streamId, seq);
-    return formatEventId(streamId, seq);
+  ): Promise<void> {
+    this.events.appendAtCommit(tx, sessionId, streamId, message);
+    await this.bus.publish(CHANNEL, { s: sessionId, st: streamId }, tx);
+    // The seq is not known here; about one in a hundred appends prunes, as the numbered ones do below.
+    if (Math.random() < 0.01) this.pruneSoon(sessionId, streamId);
   }
 
   private pruneNowAndThen(sessionId: string, streamId: string, seq: string): void {
-    if (Number(seq) % 100 !== 0) return;
+    if (Number(seq) % 100 === 0) this.pruneSoon(sessionId, streamId);
+  }
+
+  private pruneSoon(sessionId: string, streamId: string): void {
     void this.events
       .pruneStream(sessionId, streamId, this.config.SSE_STREAM_RETENTION)
       .catch(() => undefined);

@@ -58,6 +58,8 @@ export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
    * taken back as the run begins: it never holds more entries than runs starting at this moment.
    */
   private readonly principals = new Map<string, Principal>();
+  /** The session a handshake-era run was created in, as the creating request saw it (saves a read). */
+  private readonly sessionViews = new Map<string, SessionView>();
 
   constructor(
     private readonly runner: TaskRunnerService,
@@ -73,8 +75,9 @@ export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
   }
 
   /** Call only with the owner's principal, after the registry checked ownership (creation or resume). */
-  rememberPrincipal(taskId: string, principal: Principal): void {
+  rememberPrincipal(taskId: string, principal: Principal, session?: SessionView): void {
     this.principals.set(taskId, principal);
+    if (session) this.sessionViews.set(taskId, session);
   }
 
   /** Principals remembered for runs that have not begun yet (0 when idle). */
@@ -84,9 +87,11 @@ export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
 
   async execute(task: TaskSnapshot, ctx: TaskExecutionContext): Promise<TaskOutcome> {
     const principal = this.principals.get(task.id);
+    const session = this.sessionViews.get(task.id);
     this.principals.delete(task.id);
+    this.sessionViews.delete(task.id);
     // Without one (a run rescued or resumed by the registry on its own), the owner's id stands in.
-    return this.run(task, ctx, principal ?? fallbackPrincipal(task.ownerId));
+    return this.run(task, ctx, principal ?? fallbackPrincipal(task.ownerId), session);
   }
 
   /** Runs the tool once under a request context of the task's era; maps how it ended to a TaskOutcome. */
@@ -126,6 +131,7 @@ export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
     task: TaskSnapshot,
     ctx: TaskExecutionContext,
     principal: Principal,
+    knownSession?: SessionView,
   ): Promise<TaskOutcome> {
     const params = task.requestParams;
     const meta = isObject(params._meta) ? params._meta : {};
@@ -146,7 +152,9 @@ export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
       const synchronous = isObject(params.inputResponses) ? params.inputResponses : {};
       input = new MrtrInput({ ...synchronous, ...localAnswers(ctx.answers) }, clientCapabilities);
     } else {
-      const session = task.sessionId ? await this.sessions.find(task.sessionId) : null;
+      // A session's capabilities and version are fixed at initialize: the creating request's view is as
+      // good as a read. A resumed or rescued run reads them (a session deleted since reads as none).
+      const session = knownSession ?? (task.sessionId ? await this.sessions.find(task.sessionId) : null);
       clientCapabilities = session?.clientCapabilities ?? {};
       protocolVersion = session?.protocolVersion ?? '2025-11-25';
       input = new LegacyTaskInput(task, ctx, this.clientRequests, clientCapabilities);
@@ -190,6 +198,12 @@ export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
     const outcome = await this.outcomeOf(() => this.mcp.handle('tools/call', callParams, rctx));
     return task.era === 'legacy' ? legacyToolErrorAsFailure(outcome) : outcome;
   }
+}
+
+/** What a handshake-era run needs of its session (both fixed when the session was initialized). */
+export interface SessionView {
+  clientCapabilities: Params;
+  protocolVersion: string;
 }
 
 /** Marks a failed legacy task whose failure is a tool error result (tasks/result replays that result). */

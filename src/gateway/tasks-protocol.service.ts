@@ -152,7 +152,13 @@ export class TasksProtocolService implements OnModuleInit {
             mode: 'immediate',
           }),
         );
-        this.executor.rememberPrincipal(task.id, ctx.principal);
+        this.executor.rememberPrincipal(
+          task.id,
+          ctx.principal,
+          ctx.session
+            ? { clientCapabilities: ctx.clientCapabilities, protocolVersion: ctx.protocolVersion }
+            : undefined,
+        );
         this.runner.start(task);
         return { task: legacyTask(task) };
       }

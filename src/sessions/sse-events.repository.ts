@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import type { EntityManager, Repository } from 'typeorm';
+import type { Repository } from 'typeorm';
+import type { SqlRunner, SqlTx } from '../database/sql-transaction.js';
 import { SseEvent } from './sse-event.entity.js';
 
 export interface LoggedEvent {
@@ -25,10 +26,10 @@ export class SseEventsRepository {
     streamId: string,
     payload: Record<string, unknown> | null,
     final = false,
-    manager?: EntityManager,
+    manager?: SqlRunner,
   ): Promise<string> {
-    const runner = manager ?? this.repo.manager;
-    const rows = await runner.query<{ seq: string }[]>(
+    const runner: SqlRunner = manager ?? this.repo.manager;
+    const rows = (await runner.query(
       `WITH counter AS (
          INSERT INTO mcp_sse_stream (session_id, stream_id, last_seq) VALUES ($1, $2, 1)
          ON CONFLICT (session_id, stream_id) DO UPDATE SET last_seq = mcp_sse_stream.last_seq + 1
@@ -37,8 +38,24 @@ export class SseEventsRepository {
        SELECT $1, $2, counter.last_seq, $3, $4 FROM counter
        RETURNING seq`,
       [sessionId, streamId, payload === null ? null : JSON.stringify(payload), final],
-    );
+    )) as { seq: string }[];
     return String(rows[0].seq);
+  }
+
+  /**
+   * The same append as an outbox row of `tx`, written in its COMMIT's round trip: the event exists exactly
+   * when the transaction commits, numbered by the counter row it locks then. Its seq is not returned.
+   */
+  appendAtCommit(tx: SqlTx, sessionId: string, streamId: string, payload: Record<string, unknown>): void {
+    const [s, st, p] = [tx.literal(sessionId), tx.literal(streamId), tx.literal(JSON.stringify(payload))];
+    tx.atCommit(
+      `WITH counter AS (
+         INSERT INTO mcp_sse_stream (session_id, stream_id, last_seq) VALUES (${s}, ${st}, 1)
+         ON CONFLICT (session_id, stream_id) DO UPDATE SET last_seq = mcp_sse_stream.last_seq + 1
+         RETURNING last_seq)
+       INSERT INTO mcp_sse_event (session_id, stream_id, seq, payload, final)
+       SELECT ${s}, ${st}, counter.last_seq, ${p}::jsonb, false FROM counter`,
+    );
   }
 
   async readAfter(

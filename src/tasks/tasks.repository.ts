@@ -1,8 +1,9 @@
 import { Injectable } from '@nestjs/common';
-import { DataSource, type EntityManager } from 'typeorm';
+import { DataSource } from 'typeorm';
 import { PgBusService } from '../bus/pg-bus.service.js';
 import { AppConfig } from '../config/app-config.js';
-import { runPrepared, runPreparedIn, type PreparedStatement } from '../database/prepared-query.js';
+import { runPrepared, type PreparedStatement } from '../database/prepared-query.js';
+import { inTransaction, type SqlTx } from '../database/sql-transaction.js';
 import type { StoredTraceContext } from '../telemetry/trace-context.js';
 import type { ListPosition } from './task-ids.js';
 import { canTransition, isLive, LIVE_STATUSES, TERMINAL_STATUSES, type TaskStatus } from './task-state.js';
@@ -164,11 +165,7 @@ type Row = Record<string, unknown>;
  * Runs inside the transaction that changes a task, after the write: whatever it writes commits with the
  * change or not at all (an outbox, e.g. the handshake era's logged status notification).
  */
-export type TaskChangeHook = (
-  tx: EntityManager,
-  task: TaskSnapshot,
-  previous: TaskStatus | null,
-) => Promise<void>;
+export type TaskChangeHook = (tx: SqlTx, task: TaskSnapshot, previous: TaskStatus | null) => Promise<void>;
 
 /** A task with its change version (see Task.changeVersion). */
 export interface VersionedTask {
@@ -265,21 +262,31 @@ interface LockedTask {
 
 type LeaseChange = { kind: 'keep' } | { kind: 'clear' } | { kind: 'renew'; ms: number };
 
-/** Every task transaction starts with its own lock_timeout (transaction-local). */
-const SET_LOCK_TIMEOUT: PreparedStatement = {
-  name: 'mcp_task_set_lock_timeout',
-  text: `SELECT set_config('lock_timeout', $1, true)`,
-};
-
-const INSERT_TASK: PreparedStatement = {
-  name: 'mcp_task_insert',
-  text: `INSERT INTO task (id, owner_id, session_id, era, tool_name, status, status_message, created_at,
-                         last_updated_at, ttl_ms, expires_at, poll_interval_ms, request_params,
-                         instance_id, lease_expires_at, trace_context)
-         VALUES ($1, $2, $3, $4, $5, 'working', $6, ${NOW_MS}, ${NOW_MS}, $7::int,
-                 ${NOW_MS} + $7::int * interval '1 millisecond', $8, $9::jsonb, $10,
-                 now() + $11::int * interval '1 millisecond', $12::jsonb)
-         RETURNING ${SNAPSHOT_COLUMNS}`,
+/**
+ * The limit check and the insert in one statement, run right after the creation lock is taken: its snapshot
+ * is newer than the lock, so the counts include every creation committed before it. The counts come back
+ * whether or not the row was inserted ($13 owner live, $14 owner retained, $15 total live), so a refusal
+ * can say which limit it hit.
+ */
+const INSERT_TASK_WITHIN_LIMITS: PreparedStatement = {
+  name: 'mcp_task_insert_within_limits',
+  text: `WITH counts AS (
+           SELECT (SELECT count(*) FROM task WHERE owner_id = $2 AND status IN ${LIVE_SQL}) AS owner_live,
+                  (SELECT count(*) FROM task WHERE status IN ${LIVE_SQL}) AS total_live,
+                  (SELECT count(*) FROM task WHERE owner_id = $2 AND status NOT IN ${LIVE_SQL}) AS owner_done),
+         inserted AS (
+           INSERT INTO task (id, owner_id, session_id, era, tool_name, status, status_message, created_at,
+                             last_updated_at, ttl_ms, expires_at, poll_interval_ms, request_params,
+                             instance_id, lease_expires_at, trace_context)
+           SELECT $1, $2, $3, $4, $5, 'working', $6, ${NOW_MS}, ${NOW_MS}, $7::int,
+                  ${NOW_MS} + $7::int * interval '1 millisecond', $8, $9::jsonb, $10,
+                  now() + $11::int * interval '1 millisecond', $12::jsonb
+             FROM counts
+            WHERE owner_live < $13 AND owner_done < $14 AND total_live < $15
+           RETURNING ${SNAPSHOT_COLUMNS})
+         SELECT counts.owner_live AS limit_owner_live, counts.total_live AS limit_total_live,
+                counts.owner_done AS limit_owner_done, inserted.*
+           FROM counts LEFT JOIN inserted ON true`,
 };
 
 /** The whole-state write of a locked row; one prepared statement per way the lease changes. */
@@ -297,6 +304,31 @@ const WRITE: Record<LeaseChange['kind'], PreparedStatement> = {
   keep: writeStatement('keep', 'lease_expires_at'),
   clear: writeStatement('clear', 'NULL'),
   renew: writeStatement('renew', `now() + $12::int * interval '1 millisecond'`),
+};
+
+/**
+ * A worker's final write in one statement: the row is locked (FOR UPDATE) and written only if it is still
+ * this run's (live, same generation, same instance) and not past created + ttl by the database clock. A
+ * row locked by a concurrent change is re-checked against these conditions once that change commits
+ * (READ COMMITTED re-evaluation), so a task cancelled or rescued meanwhile is not written. No row back
+ * means "not applied": the caller then takes the row lock itself to learn why (and expire it if due).
+ */
+const FINISH_IF_CURRENT: PreparedStatement = {
+  name: 'mcp_task_finish_if_current',
+  text: `WITH cur AS (
+           SELECT id, status AS prev FROM task
+            WHERE id = $1 AND status IN ${LIVE_SQL} AND generation = $2 AND instance_id = $3
+              AND expires_at > now()
+            FOR UPDATE)
+         UPDATE task t SET status = $4, status_message = $5,
+                result = CASE WHEN $6::boolean THEN $7::jsonb ELSE t.result END,
+                error = CASE WHEN $6::boolean THEN t.error ELSE $7::jsonb END,
+                input_requests = '{}', instance_id = NULL, lease_expires_at = NULL,
+                last_updated_at = ${NOW_MS}
+           FROM cur WHERE t.id = cur.id
+         RETURNING ${SNAPSHOT_COLUMNS.split(',')
+           .map((c) => `t.${c.trim()}`)
+           .join(', ')}, cur.prev AS previous_status`,
 };
 
 const EXPIRED: TaskErrorPayload = { code: -32603, message: 'Task expired' };
@@ -327,38 +359,7 @@ export class TasksRepository {
    */
   async insertWithLimits(t: NewTask, limits: CreationLimits): Promise<TaskSnapshot> {
     return this.tx(async (m) => {
-      await m.query('SELECT pg_advisory_xact_lock($1)', [TASK_CREATE_LOCK_KEY]);
-      const [counts] = await m.query<Row[]>(
-        `SELECT (SELECT count(*) FROM task WHERE owner_id = $1 AND status IN ${LIVE_SQL}) AS owner_live,
-                (SELECT count(*) FROM task WHERE status IN ${LIVE_SQL}) AS total_live,
-                (SELECT count(*) FROM task WHERE owner_id = $1 AND status NOT IN ${LIVE_SQL}) AS owner_done`,
-        [t.ownerId],
-      );
-      if (toNumber(counts.owner_live) >= limits.maxPerOwner) {
-        throw new TaskError(
-          TaskErrorCode.LIMIT_EXCEEDED,
-          `Too many live tasks for this caller (TASK_MAX_PER_OWNER = ${limits.maxPerOwner})`,
-        );
-      }
-      if (toNumber(counts.owner_done) >= limits.maxRetainedPerOwner) {
-        throw new TaskError(
-          TaskErrorCode.LIMIT_EXCEEDED,
-          `Too many finished tasks kept for this caller (QUOTA_RETAINED_TASKS_PER_OWNER = ${limits.maxRetainedPerOwner}); they are deleted as they expire`,
-          undefined,
-          {
-            quota: 'retained_tasks',
-            limit: limits.maxRetainedPerOwner,
-            setting: 'QUOTA_RETAINED_TASKS_PER_OWNER',
-          },
-        );
-      }
-      if (toNumber(counts.total_live) >= limits.maxTotal) {
-        throw new TaskError(
-          TaskErrorCode.LIMIT_EXCEEDED,
-          `Too many live tasks on this server (TASK_MAX_TOTAL = ${limits.maxTotal})`,
-        );
-      }
-      const rows = await runPreparedIn<Row>(m, INSERT_TASK, [
+      const [row] = await m.prepared<Row>(INSERT_TASK_WITHIN_LIMITS, [
         t.id,
         t.ownerId,
         t.sessionId,
@@ -371,11 +372,15 @@ export class TasksRepository {
         t.instanceId,
         t.leaseMs,
         t.traceContext ? JSON.stringify(t.traceContext) : null,
+        limits.maxPerOwner,
+        limits.maxRetainedPerOwner,
+        limits.maxTotal,
       ]);
-      const task = rowToSnapshot(rows[0]);
+      if (row.id === null || row.id === undefined) throw limitRefusal(row, limits);
+      const task = rowToSnapshot(row);
       await this.publish(m, task, null);
       return task;
-    });
+    }, TASK_CREATE_LOCK_KEY);
   }
 
   // ---------------------------------------------------------------- owner-scoped reads
@@ -551,7 +556,7 @@ export class TasksRepository {
   // ---------------------------------------------------------------- worker writes (fenced)
 
   async completeIfCurrent(fence: WorkerFence, result: Record<string, unknown>): Promise<WorkerWriteResult> {
-    return this.workerWrite(fence, 'completed', { result, statusMessage: null });
+    return this.finishIfCurrent(fence, 'completed', { result, statusMessage: null });
   }
 
   async failIfCurrent(
@@ -559,7 +564,7 @@ export class TasksRepository {
     error: TaskErrorPayload,
     statusMessage: string | null = error.message,
   ): Promise<WorkerWriteResult> {
-    return this.workerWrite(fence, 'failed', { error, statusMessage });
+    return this.finishIfCurrent(fence, 'failed', { error, statusMessage });
   }
 
   /** Handshake-era input over SSE: the live worker flips the visible status without giving the task up. */
@@ -667,7 +672,7 @@ export class TasksRepository {
         [instanceId, [...ids]],
         EXPIRED,
       );
-      const rows = await m.query<Row[]>(
+      const rows = await m.query<Row>(
         `WITH mine AS (
            SELECT id, generation FROM task
            WHERE instance_id = $1 AND id = ANY($2::text[]) AND status IN ${LIVE_SQL} AND expires_at > now()),
@@ -699,7 +704,7 @@ export class TasksRepository {
     opts: { batchSize: number; graceMs: number; selfInstanceId: string; staleInstanceMs: number },
   ): Promise<SweptTask[] | null> {
     return this.tx(async (m) => {
-      const [{ ok }] = await m.query<Row[]>('SELECT pg_try_advisory_xact_lock($1) AS ok', [JANITOR_LOCK_KEY]);
+      const [{ ok }] = await m.query<Row>('SELECT pg_try_advisory_xact_lock($1) AS ok', [JANITOR_LOCK_KEY]);
       if (ok !== true) return null;
       if (step === 'delete') {
         const rows = returned(
@@ -734,7 +739,7 @@ export class TasksRepository {
   }
 
   private async failBatch(
-    m: EntityManager,
+    m: SqlTx,
     step: Exclude<JanitorStep, 'delete'>,
     opts: { batchSize: number; selfInstanceId: string; staleInstanceMs: number },
   ): Promise<SweptTask[]> {
@@ -770,7 +775,7 @@ export class TasksRepository {
 
   /** Fails the live rows `select` claims (id, prev), bumping their generation, and publishes each change. */
   private async failRows(
-    m: EntityManager,
+    m: SqlTx,
     select: string,
     params: unknown[],
     error: TaskErrorPayload,
@@ -808,12 +813,13 @@ export class TasksRepository {
 
   // ---------------------------------------------------------------- internals
 
-  private async tx<T>(work: (m: EntityManager) => Promise<T>): Promise<T> {
+  private async tx<T>(work: (m: SqlTx) => Promise<T>, advisoryLock?: number): Promise<T> {
     try {
-      return await this.dataSource.transaction(async (m) => {
-        await runPreparedIn(m, SET_LOCK_TIMEOUT, [`${this.config.TASK_LOCK_TIMEOUT_MS}ms`]);
-        return work(m);
-      });
+      return await inTransaction(
+        this.dataSource,
+        { lockTimeoutMs: this.config.TASK_LOCK_TIMEOUT_MS, advisoryLock },
+        work,
+      );
     } catch (err) {
       if ((err as { code?: unknown }).code === '55P03') {
         throw new TaskError(TaskErrorCode.TASK_BUSY, 'Task is busy; try again');
@@ -823,11 +829,11 @@ export class TasksRepository {
   }
 
   /** Locks the task's row (FOR UPDATE) and reads it, with whether it is past created + ttl (database clock). */
-  private async lock(m: EntityManager, id: string, ownerId: string | null): Promise<LockedTask | null> {
+  private async lock(m: SqlTx, id: string, ownerId: string | null): Promise<LockedTask | null> {
     const [row] =
       ownerId === null
-        ? await runPreparedIn<Row>(m, LOCK_BY_ID, [id])
-        : await runPreparedIn<Row>(m, LOCK_OWNED, [id, ownerId]);
+        ? await m.prepared<Row>(LOCK_BY_ID, [id])
+        : await m.prepared<Row>(LOCK_OWNED, [id, ownerId]);
     return row ? { task: rowToSnapshot(row), pastTtl: row.due_now === true } : null;
   }
 
@@ -840,10 +846,41 @@ export class TasksRepository {
    * is failed "Task expired" (as the janitor would) and returned; null when it is not due. Every write path
    * calls this first, so no write can act on (or revive) a task whose ttl has run out but was not swept yet.
    */
-  private async expireLockedIfDue(m: EntityManager, locked: LockedTask): Promise<TaskSnapshot | null> {
+  private async expireLockedIfDue(m: SqlTx, locked: LockedTask): Promise<TaskSnapshot | null> {
     const current = locked.task;
     if (!isLive(current.status) || !locked.pastTtl) return null;
     return this.transition(m, current, 'failed', { statusMessage: 'Task expired', error: EXPIRED }, true);
+  }
+
+  /**
+   * A run's outcome: the one-statement write (FINISH_IF_CURRENT) when the task is still the run's, which is
+   * the common case; otherwise, in the same transaction, the general path that locks the row and says why
+   * the write was refused (expiring the task if it is due).
+   */
+  private async finishIfCurrent(
+    fence: WorkerFence,
+    to: 'completed' | 'failed',
+    fields: { result?: Record<string, unknown>; error?: TaskErrorPayload; statusMessage: string | null },
+  ): Promise<WorkerWriteResult> {
+    return this.tx(async (m) => {
+      const completed = to === 'completed';
+      const [row] = await m.prepared<Row>(FINISH_IF_CURRENT, [
+        fence.taskId,
+        fence.generation,
+        fence.instanceId,
+        to,
+        fields.statusMessage,
+        completed,
+        JSON.stringify(completed ? fields.result : fields.error),
+      ]);
+      if (row) {
+        const task = rowToSnapshot(row);
+        const previous = row.previous_status as TaskStatus;
+        await this.publish(m, task, previous);
+        return { applied: true, task, previous };
+      }
+      return this.workerWriteIn(m, fence, to, fields);
+    });
   }
 
   private async workerWrite(
@@ -851,36 +888,43 @@ export class TasksRepository {
     to: TaskStatus,
     fields: Partial<NextState>,
   ): Promise<WorkerWriteResult> {
-    return this.tx(async (m) => {
-      const locked = await this.lock(m, fence.taskId, null);
-      if (!locked) return { applied: false, reason: 'gone', task: null };
-      const current = locked.task;
-      if (!this.isCurrent(current, fence)) return { applied: false, reason: 'not_current', task: current };
-      const expired = await this.expireLockedIfDue(m, locked);
-      if (expired) return { applied: false, reason: 'expired', task: expired };
-      if (current.status === to) {
-        const task = await this.write(m, current, fields, { kind: 'keep' });
-        return { applied: true, task, previous: current.status };
-      }
-      if (!canTransition(current.status, to)) {
-        return { applied: false, reason: 'not_current', task: current };
-      }
-      const clears: Partial<NextState> = isLive(to) ? {} : { instanceId: null, inputRequests: {} };
-      const task = await this.transition(
-        m,
-        current,
-        to,
-        { ...clears, ...fields },
-        false,
-        isLive(to) ? { kind: 'keep' } : { kind: 'clear' },
-      );
+    return this.tx((m) => this.workerWriteIn(m, fence, to, fields));
+  }
+
+  private async workerWriteIn(
+    m: SqlTx,
+    fence: WorkerFence,
+    to: TaskStatus,
+    fields: Partial<NextState>,
+  ): Promise<WorkerWriteResult> {
+    const locked = await this.lock(m, fence.taskId, null);
+    if (!locked) return { applied: false, reason: 'gone', task: null };
+    const current = locked.task;
+    if (!this.isCurrent(current, fence)) return { applied: false, reason: 'not_current', task: current };
+    const expired = await this.expireLockedIfDue(m, locked);
+    if (expired) return { applied: false, reason: 'expired', task: expired };
+    if (current.status === to) {
+      const task = await this.write(m, current, fields, { kind: 'keep' });
       return { applied: true, task, previous: current.status };
-    });
+    }
+    if (!canTransition(current.status, to)) {
+      return { applied: false, reason: 'not_current', task: current };
+    }
+    const clears: Partial<NextState> = isLive(to) ? {} : { instanceId: null, inputRequests: {} };
+    const task = await this.transition(
+      m,
+      current,
+      to,
+      { ...clears, ...fields },
+      false,
+      isLive(to) ? { kind: 'keep' } : { kind: 'clear' },
+    );
+    return { applied: true, task, previous: current.status };
   }
 
   /** A checked status change: refuses anything the state machine forbids, then writes and publishes. */
   private async transition(
-    m: EntityManager,
+    m: SqlTx,
     current: TaskSnapshot,
     to: TaskStatus,
     fields: Partial<NextState>,
@@ -907,7 +951,7 @@ export class TasksRepository {
   }
 
   private async write(
-    m: EntityManager,
+    m: SqlTx,
     current: TaskSnapshot,
     fields: Partial<NextState>,
     lease: LeaseChange,
@@ -941,11 +985,11 @@ export class TasksRepository {
       next.instanceId,
     ];
     if (lease.kind === 'renew') values.push(Math.floor(lease.ms));
-    const rows = await runPreparedIn<Row>(m, WRITE[lease.kind], values);
+    const rows = await m.prepared<Row>(WRITE[lease.kind], values);
     return rowToSnapshot(rows[0]);
   }
 
-  private async publish(m: EntityManager, task: TaskSnapshot, previous: TaskStatus | null): Promise<void> {
+  private async publish(m: SqlTx, task: TaskSnapshot, previous: TaskStatus | null): Promise<void> {
     const change: TaskChange = {
       taskId: task.id,
       ownerId: task.ownerId,
@@ -958,6 +1002,32 @@ export class TasksRepository {
     for (const hook of this.changeHooks) await hook(m, task, previous);
     await this.bus.publish(TASK_CHANNEL, { ...change }, m);
   }
+}
+
+/** Which limit a refused creation hit, checked in the order a caller can act on. */
+function limitRefusal(counts: Row, limits: CreationLimits): TaskError {
+  if (toNumber(counts.limit_owner_live) >= limits.maxPerOwner) {
+    return new TaskError(
+      TaskErrorCode.LIMIT_EXCEEDED,
+      `Too many live tasks for this caller (TASK_MAX_PER_OWNER = ${limits.maxPerOwner})`,
+    );
+  }
+  if (toNumber(counts.limit_owner_done) >= limits.maxRetainedPerOwner) {
+    return new TaskError(
+      TaskErrorCode.LIMIT_EXCEEDED,
+      `Too many finished tasks kept for this caller (QUOTA_RETAINED_TASKS_PER_OWNER = ${limits.maxRetainedPerOwner}); they are deleted as they expire`,
+      undefined,
+      {
+        quota: 'retained_tasks',
+        limit: limits.maxRetainedPerOwner,
+        setting: 'QUOTA_RETAINED_TASKS_PER_OWNER',
+      },
+    );
+  }
+  return new TaskError(
+    TaskErrorCode.LIMIT_EXCEEDED,
+    `Too many live tasks on this server (TASK_MAX_TOTAL = ${limits.maxTotal})`,
+  );
 }
 
 function toSwept(r: Row): SweptTask {

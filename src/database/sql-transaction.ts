@@ -1,0 +1,138 @@
+import type pg from 'pg';
+import type { DataSource } from 'typeorm';
+import type { PreparedStatement } from './prepared-query.js';
+
+/** What a statement runner must offer: a TypeORM EntityManager and an SqlTx both do. */
+export interface SqlRunner {
+  query(text: string, values?: unknown[]): Promise<unknown>;
+}
+
+/**
+ * One open transaction on one pooled connection. Statements run in order on that connection; NOTIFYs are
+ * queued and sent with the COMMIT (PostgreSQL delivers a NOTIFY only at commit anyway, so sending it just
+ * before COMMIT in the same round trip changes nothing a listener can see, and a rollback drops them).
+ */
+export interface SqlTx extends SqlRunner {
+  /** The rows the statement returned (for UPDATE/DELETE … RETURNING too). */
+  query<R = Record<string, unknown>>(text: string, values?: unknown[]): Promise<R[]>;
+  /** A named prepared statement (parsed and planned once per connection). */
+  prepared<R extends pg.QueryResultRow = Record<string, unknown>>(
+    statement: PreparedStatement,
+    values: unknown[],
+  ): Promise<R[]>;
+  /** NOTIFY `channel` with `payload` when (and only if) the transaction commits. */
+  notifyOnCommit(channel: string, payload: string): void;
+  /**
+   * A statement run last, in the COMMIT's round trip, for writes whose answer nobody waits for (an outbox
+   * row). It is plain SQL text: every value in it must come from `literal`. If it fails, so does the commit.
+   */
+  atCommit(sql: string): void;
+  /** A value as a quoted SQL literal (pg's own escaping), for atCommit statements. */
+  literal(value: string): string;
+}
+
+export interface TransactionOptions {
+  /** SET LOCAL lock_timeout for the transaction, in milliseconds (0: none). */
+  lockTimeoutMs: number;
+  /**
+   * A transaction-scoped advisory lock taken right after BEGIN, in the same round trip. The statements the
+   * work runs afterwards each take a fresh snapshot (READ COMMITTED), so they see everything committed by
+   * the previous holder of the lock.
+   */
+  advisoryLock?: number;
+}
+
+function integer(n: number, what: string): string {
+  if (!Number.isSafeInteger(n)) throw new Error(`${what} must be an integer, got ${n}`);
+  return String(n);
+}
+
+class PooledTx implements SqlTx {
+  readonly pending: Array<[string, string]> = [];
+  readonly statements: string[] = [];
+  constructor(private readonly client: pg.PoolClient) {}
+
+  async query<R = Record<string, unknown>>(text: string, values?: unknown[]): Promise<R[]> {
+    const result = await this.client.query(text, values);
+    return result.rows as R[];
+  }
+
+  async prepared<R extends pg.QueryResultRow>(statement: PreparedStatement, values: unknown[]): Promise<R[]> {
+    const result = await this.client.query<R>({ name: statement.name, text: statement.text, values });
+    return result.rows;
+  }
+
+  notifyOnCommit(channel: string, payload: string): void {
+    this.pending.push([channel, payload]);
+  }
+
+  atCommit(sql: string): void {
+    this.statements.push(sql);
+  }
+
+  literal(value: string): string {
+    return this.client.escapeLiteral(value);
+  }
+
+  /** The closing round trip (simple protocol): the queued statements, the NOTIFYs, then COMMIT. */
+  commitText(): string {
+    const parts = [...this.statements];
+    for (const [c, p] of this.pending) parts.push(`SELECT pg_notify(${this.literal(c)}, ${this.literal(p)})`);
+    parts.push('COMMIT');
+    return parts.join('; ');
+  }
+}
+
+/**
+ * Runs `work` in a transaction straight on TypeORM's pg pool (same connections, same limits), without
+ * TypeORM's query runner: the hot write paths spend most of their time in round trips, so BEGIN, the lock
+ * timeout and an optional advisory lock go in one, and the NOTIFYs ride with COMMIT. On any error the
+ * transaction is rolled back; a connection that cannot even roll back is destroyed rather than reused.
+ */
+export async function inTransaction<T>(
+  dataSource: DataSource,
+  options: TransactionOptions,
+  work: (tx: SqlTx) => Promise<T>,
+): Promise<T> {
+  const pool = (dataSource.driver as unknown as { master: pg.Pool }).master;
+  const client = await pool.connect();
+  // A checked-out pg client has no 'error' listener of the pool's: a connection dropped mid-transaction
+  // would otherwise be an unhandled 'error' event. The statement in flight rejects on its own.
+  let lost: Error | undefined;
+  const onError = (err: Error): void => {
+    lost = err;
+  };
+  client.on('error', onError);
+  const release = (err?: Error): void => {
+    client.removeListener('error', onError);
+    client.release(err);
+  };
+  const tx = new PooledTx(client);
+  let opening = 'BEGIN';
+  if (options.lockTimeoutMs > 0) {
+    opening += `; SET LOCAL lock_timeout = '${integer(options.lockTimeoutMs, 'lock timeout')}ms'`;
+  }
+  if (options.advisoryLock !== undefined) {
+    opening += `; SELECT pg_advisory_xact_lock(${integer(options.advisoryLock, 'advisory lock key')})`;
+  }
+  try {
+    await client.query(opening);
+    const result = await work(tx);
+    await client.query(tx.commitText());
+    release(lost);
+    return result;
+  } catch (err) {
+    // ROLLBACK outside a transaction (BEGIN itself failed) only warns; a failure here means the
+    // connection is unusable, so it is destroyed instead of going back to the pool.
+    let broken = lost;
+    if (!broken) {
+      try {
+        await client.query('ROLLBACK');
+      } catch (rollbackErr) {
+        broken = rollbackErr instanceof Error ? rollbackErr : new Error(String(rollbackErr));
+      }
+    }
+    release(broken);
+    throw err;
+  }
+}
