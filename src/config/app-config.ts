@@ -421,6 +421,14 @@ export class AppConfig {
   @IntEnv(1, 100000)
   JANITOR_BATCH_SIZE = 500;
 
+  /**
+   * While it has a backlog, the share of wall time (percent) the janitor spends in its batches: after each
+   * full batch it pauses so that batch time / (batch time + pause) stays at this. Lower protects live
+   * traffic, higher clears a backlog sooner. Each step of a run continues at most JANITOR_INTERVAL_MS / 2.
+   */
+  @IntEnv(1, 100)
+  JANITOR_DUTY_PERCENT = 50;
+
   /** Run the periodic janitor on this instance (startup recovery runs regardless). */
   @BoolEnv()
   JANITOR_ENABLED = true;

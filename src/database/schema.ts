@@ -14,6 +14,7 @@ import { SseStreamCounter1765031400000 } from '../../migrations/1765031400000-ss
 import { TaskChangeVersion1765031500000 } from '../../migrations/1765031500000-task-change-version.js';
 import { AddTaskTraceContext1765047318245 } from '../../migrations/1765047318245-add-task-trace-context.js';
 import { SessionPrincipalLiveIndex1765071946000 } from '../../migrations/1765071946000-session-principal-live-index.js';
+import { TaskUsageCounters1765110000000 } from '../../migrations/1765110000000-task-usage-counters.js';
 
 /**
  * The one list of entities and migrations. Explicit classes rather than globs, so the app, the TypeORM CLI
@@ -38,4 +39,5 @@ export const MIGRATIONS = [
   TaskChangeVersion1765031500000,
   AddTaskTraceContext1765047318245,
   SessionPrincipalLiveIndex1765071946000,
+  TaskUsageCounters1765110000000,
 ];

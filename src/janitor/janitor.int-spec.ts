@@ -257,4 +257,28 @@ describe('tasks across two instances, leases and the janitor', () => {
       await fresh.drop();
     }
   });
+
+  it('works off a backlog of many batches in one run and keeps the usage counters exact', async () => {
+    // 1,200 finished rows past their ttl, 24 batches of 50: more than the 20 batches a run used to stop at.
+    await withClient(db.url, (c) =>
+      c.query(
+        `INSERT INTO task (id, owner_id, era, tool_name, status, created_at, last_updated_at, ttl_ms, expires_at,
+                           poll_interval_ms, request_params)
+         SELECT 'backlog-' || g, 'backlog-owner', 'modern', 'slow_tool', 'completed', now() - interval '2 hours',
+                now() - interval '2 hours', 1000, now() - interval '1 hour', 1000, '{}'
+           FROM generate_series(1, 1200) g`,
+      ),
+    );
+    const r = await a.get(JanitorService).runOnce();
+    expect(r.result).toBe('ok');
+    expect(r.rows.delete).toBeGreaterThanOrEqual(1200);
+    const left = await withClient(db.url, async (c) => {
+      const rows = await c.query(`SELECT count(*)::int AS n FROM task WHERE owner_id = 'backlog-owner'`);
+      const usage = await c.query(
+        `SELECT coalesce(sum(retained), 0)::int AS n FROM task_usage WHERE owner_id = 'backlog-owner'`,
+      );
+      return { rows: rows.rows[0].n, counted: usage.rows[0].n };
+    });
+    expect(left).toEqual({ rows: 0, counted: 0 });
+  });
 });

@@ -11,8 +11,8 @@ import { TaskMetrics } from '../tasks/task-metrics.service.js';
 import { TasksRepository, type JanitorStep, type SweptTask } from '../tasks/tasks.repository.js';
 
 const JOB = 'task-janitor';
-/** Bounded work per run: at most this many batches per step, then the next run continues. */
-const MAX_BATCHES_PER_STEP = 20;
+/** Startup recovery: at most this many batches (the periodic run picks up anything left). */
+const MAX_RECOVERY_BATCHES = 20;
 /** An instance whose heartbeat is older than this many heartbeat intervals is considered gone. */
 const STALE_HEARTBEATS = 3;
 
@@ -137,7 +137,7 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
 
   private async recoverOrphansNow(): Promise<number> {
     let total = 0;
-    for (let i = 0; i < MAX_BATCHES_PER_STEP; i++) {
+    for (let i = 0; i < MAX_RECOVERY_BATCHES; i++) {
       const rows = await this.repo.failOrphaned(
         this.instances.instanceId,
         this.staleInstanceMs(),
@@ -190,7 +190,12 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
           this.outageGraceSkips.inc();
           continue;
         }
-        for (let i = 0; i < MAX_BATCHES_PER_STEP && !this.stopped; i++) {
+        // A backlog is worked off in full batches for up to half an interval per step, paced so that the
+        // batches take JANITOR_DUTY_PERCENT of the time and live traffic keeps the rest.
+        const stepEnd = performance.now() + Math.max(1000, this.config.JANITOR_INTERVAL_MS / 2);
+        const pauseFactor = 100 / this.config.JANITOR_DUTY_PERCENT - 1;
+        while (!this.stopped) {
+          const batchStarted = performance.now();
           const batch = await this.repo.janitorBatch(step, opts);
           if (batch === null) {
             this.runs.inc({ result: 'skipped' });
@@ -198,7 +203,9 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
           }
           this.account(step, batch);
           rows[step] += batch.length;
-          if (batch.length < opts.batchSize) break;
+          if (batch.length < opts.batchSize || performance.now() >= stepEnd) break;
+          const pause = (performance.now() - batchStarted) * pauseFactor;
+          if (pause > 0) await new Promise((resolve) => setTimeout(resolve, pause).unref());
         }
       }
     } catch (err) {

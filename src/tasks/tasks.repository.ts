@@ -262,31 +262,22 @@ interface LockedTask {
 
 type LeaseChange = { kind: 'keep' } | { kind: 'clear' } | { kind: 'renew'; ms: number };
 
-/**
- * The limit check and the insert in one statement, run right after the creation lock is taken: its snapshot
- * is newer than the lock, so the counts include every creation committed before it. The counts come back
- * whether or not the row was inserted ($13 owner live, $14 owner retained, $15 total live), so a refusal
- * can say which limit it hit.
- */
-const INSERT_TASK_WITHIN_LIMITS: PreparedStatement = {
-  name: 'mcp_task_insert_within_limits',
-  text: `WITH counts AS (
-           SELECT (SELECT count(*) FROM task WHERE owner_id = $2 AND status IN ${LIVE_SQL}) AS owner_live,
-                  (SELECT count(*) FROM task WHERE status IN ${LIVE_SQL}) AS total_live,
-                  (SELECT count(*) FROM task WHERE owner_id = $2 AND status NOT IN ${LIVE_SQL}) AS owner_done),
-         inserted AS (
-           INSERT INTO task (id, owner_id, session_id, era, tool_name, status, status_message, created_at,
-                             last_updated_at, ttl_ms, expires_at, poll_interval_ms, request_params,
-                             instance_id, lease_expires_at, trace_context)
-           SELECT $1, $2, $3, $4, $5, 'working', $6, ${NOW_MS}, ${NOW_MS}, $7::int,
-                  ${NOW_MS} + $7::int * interval '1 millisecond', $8, $9::jsonb, $10,
-                  now() + $11::int * interval '1 millisecond', $12::jsonb
-             FROM counts
-            WHERE owner_live < $13 AND owner_done < $14 AND total_live < $15
-           RETURNING ${SNAPSHOT_COLUMNS})
-         SELECT counts.owner_live AS limit_owner_live, counts.total_live AS limit_total_live,
-                counts.owner_done AS limit_owner_done, inserted.*
-           FROM counts LEFT JOIN inserted ON true`,
+const INSERT_TASK: PreparedStatement = {
+  name: 'mcp_task_insert',
+  text: `INSERT INTO task (id, owner_id, session_id, era, tool_name, status, status_message, created_at,
+                         last_updated_at, ttl_ms, expires_at, poll_interval_ms, request_params,
+                         instance_id, lease_expires_at, trace_context)
+         VALUES ($1, $2, $3, $4, $5, 'working', $6, ${NOW_MS}, ${NOW_MS}, $7::int,
+                 ${NOW_MS} + $7::int * interval '1 millisecond', $8, $9::jsonb, $10,
+                 now() + $11::int * interval '1 millisecond', $12::jsonb)
+         RETURNING ${SNAPSHOT_COLUMNS}`,
+};
+
+/** The SQLSTATEs task_check_creation_limits raises (migration TaskUsageCounters), by the limit hit. */
+const LIMIT_SQLSTATES: Record<string, 'owner_live' | 'owner_retained' | 'total_live'> = {
+  MCPLO: 'owner_live',
+  MCPLR: 'owner_retained',
+  MCPLT: 'total_live',
 };
 
 /** The whole-state write of a locked row; one prepared statement per way the lease changes. */
@@ -353,34 +344,43 @@ export class TasksRepository {
   // ---------------------------------------------------------------- creation
 
   /**
-   * Inserts a task unless a live-task limit is reached. Creations serialize on one transaction-scoped
-   * advisory lock, so the counts they check cannot change under them: N parallel creates against a limit
-   * of L leave exactly min(N, L) live tasks. Finished tasks do not count.
+   * Inserts a task unless a creation limit is reached. The row goes in first; the round trip that commits
+   * then takes the creation advisory lock and checks the limits against the usage counters (which count a
+   * creation at its commit), so the lock is held for that one round trip only. Creations checked before
+   * this one have committed, so the counts cannot miss one: N parallel creates against a limit of L leave
+   * exactly min(N, L) live tasks. A refusal rolls the insert back. See migration TaskUsageCounters.
    */
   async insertWithLimits(t: NewTask, limits: CreationLimits): Promise<TaskSnapshot> {
-    return this.tx(async (m) => {
-      const [row] = await m.prepared<Row>(INSERT_TASK_WITHIN_LIMITS, [
-        t.id,
-        t.ownerId,
-        t.sessionId,
-        t.era,
-        t.toolName,
-        t.statusMessage ?? null,
-        t.ttlMs,
-        t.pollIntervalMs,
-        JSON.stringify(t.requestParams),
-        t.instanceId,
-        t.leaseMs,
-        t.traceContext ? JSON.stringify(t.traceContext) : null,
-        limits.maxPerOwner,
-        limits.maxRetainedPerOwner,
-        limits.maxTotal,
-      ]);
-      if (row.id === null || row.id === undefined) throw limitRefusal(row, limits);
-      const task = rowToSnapshot(row);
-      await this.publish(m, task, null);
-      return task;
-    }, TASK_CREATE_LOCK_KEY);
+    try {
+      return await this.tx(async (m) => {
+        const rows = await m.prepared<Row>(INSERT_TASK, [
+          t.id,
+          t.ownerId,
+          t.sessionId,
+          t.era,
+          t.toolName,
+          t.statusMessage ?? null,
+          t.ttlMs,
+          t.pollIntervalMs,
+          JSON.stringify(t.requestParams),
+          t.instanceId,
+          t.leaseMs,
+          t.traceContext ? JSON.stringify(t.traceContext) : null,
+        ]);
+        const task = rowToSnapshot(rows[0]);
+        m.atCommit(`SELECT pg_advisory_xact_lock(${TASK_CREATE_LOCK_KEY})`);
+        m.atCommit(
+          `SELECT task_check_creation_limits(${m.literal(t.ownerId)}, ${sqlInt(limits.maxPerOwner)}, ` +
+            `${sqlInt(limits.maxRetainedPerOwner)}, ${sqlInt(limits.maxTotal)})`,
+        );
+        await this.publish(m, task, null);
+        return task;
+      });
+    } catch (err) {
+      const limit = LIMIT_SQLSTATES[String((err as { code?: unknown }).code)];
+      if (limit) throw limitRefusal(limit, limits);
+      throw err;
+    }
   }
 
   // ---------------------------------------------------------------- owner-scoped reads
@@ -813,13 +813,9 @@ export class TasksRepository {
 
   // ---------------------------------------------------------------- internals
 
-  private async tx<T>(work: (m: SqlTx) => Promise<T>, advisoryLock?: number): Promise<T> {
+  private async tx<T>(work: (m: SqlTx) => Promise<T>): Promise<T> {
     try {
-      return await inTransaction(
-        this.dataSource,
-        { lockTimeoutMs: this.config.TASK_LOCK_TIMEOUT_MS, advisoryLock },
-        work,
-      );
+      return await inTransaction(this.dataSource, { lockTimeoutMs: this.config.TASK_LOCK_TIMEOUT_MS }, work);
     } catch (err) {
       if ((err as { code?: unknown }).code === '55P03') {
         throw new TaskError(TaskErrorCode.TASK_BUSY, 'Task is busy; try again');
@@ -1004,30 +1000,40 @@ export class TasksRepository {
   }
 }
 
-/** Which limit a refused creation hit, checked in the order a caller can act on. */
-function limitRefusal(counts: Row, limits: CreationLimits): TaskError {
-  if (toNumber(counts.limit_owner_live) >= limits.maxPerOwner) {
-    return new TaskError(
-      TaskErrorCode.LIMIT_EXCEEDED,
-      `Too many live tasks for this caller (TASK_MAX_PER_OWNER = ${limits.maxPerOwner})`,
-    );
+/** A limit as an SQL integer literal (config values are integers; anything else is a bug, not SQL). */
+function sqlInt(n: number): string {
+  if (!Number.isSafeInteger(n)) throw new Error(`creation limit must be an integer, got ${n}`);
+  return String(n);
+}
+
+/** The error a creation refused at one of its limits answers with. */
+function limitRefusal(
+  limit: 'owner_live' | 'owner_retained' | 'total_live',
+  limits: CreationLimits,
+): TaskError {
+  switch (limit) {
+    case 'owner_live':
+      return new TaskError(
+        TaskErrorCode.LIMIT_EXCEEDED,
+        `Too many live tasks for this caller (TASK_MAX_PER_OWNER = ${limits.maxPerOwner})`,
+      );
+    case 'owner_retained':
+      return new TaskError(
+        TaskErrorCode.LIMIT_EXCEEDED,
+        `Too many finished tasks kept for this caller (QUOTA_RETAINED_TASKS_PER_OWNER = ${limits.maxRetainedPerOwner}); they are deleted as they expire`,
+        undefined,
+        {
+          quota: 'retained_tasks',
+          limit: limits.maxRetainedPerOwner,
+          setting: 'QUOTA_RETAINED_TASKS_PER_OWNER',
+        },
+      );
+    case 'total_live':
+      return new TaskError(
+        TaskErrorCode.LIMIT_EXCEEDED,
+        `Too many live tasks on this server (TASK_MAX_TOTAL = ${limits.maxTotal})`,
+      );
   }
-  if (toNumber(counts.limit_owner_done) >= limits.maxRetainedPerOwner) {
-    return new TaskError(
-      TaskErrorCode.LIMIT_EXCEEDED,
-      `Too many finished tasks kept for this caller (QUOTA_RETAINED_TASKS_PER_OWNER = ${limits.maxRetainedPerOwner}); they are deleted as they expire`,
-      undefined,
-      {
-        quota: 'retained_tasks',
-        limit: limits.maxRetainedPerOwner,
-        setting: 'QUOTA_RETAINED_TASKS_PER_OWNER',
-      },
-    );
-  }
-  return new TaskError(
-    TaskErrorCode.LIMIT_EXCEEDED,
-    `Too many live tasks on this server (TASK_MAX_TOTAL = ${limits.maxTotal})`,
-  );
 }
 
 function toSwept(r: Row): SweptTask {

@@ -1,0 +1,174 @@
+import type { INestApplication } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { TaskUsageCounters1765110000000 } from '../../migrations/1765110000000-task-usage-counters.js';
+import { createTestApp } from '../../test/support/test-app.js';
+import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
+import { ControlledExecutor, sleep } from '../../test/support/controlled-executor.js';
+import { InstancesService } from '../instances/instances.service.js';
+import { JanitorService } from '../janitor/janitor.service.js';
+import { TaskRunnerService } from './task-runner.service.js';
+import { newTaskId } from './task-ids.js';
+import { TaskError, TaskErrorCode } from './tasks.errors.js';
+import { TasksRepository, type CreationLimits, type NewTask } from './tasks.repository.js';
+import { TasksService } from './tasks.service.js';
+
+/**
+ * The creation limits read usage counters kept by statement triggers (migration TaskUsageCounters) instead
+ * of counting rows. These tests hold the counters to the rows under concurrent writes of every kind.
+ */
+describe('task usage counters (real PostgreSQL)', () => {
+  let db: TestDatabase;
+  let app: INestApplication;
+  let tasks: TasksService;
+  let repo: TasksRepository;
+  let me: string;
+
+  beforeAll(async () => {
+    db = await createTestDatabase('task_usage');
+    app = await createTestApp(db.url, { JANITOR_ENABLED: 'false', TASK_EXPIRED_GRACE_MS: '0' });
+    tasks = app.get(TasksService);
+    repo = app.get(TasksRepository);
+    app.get(TaskRunnerService).setExecutor(new ControlledExecutor());
+    me = app.get(InstancesService).instanceId;
+  });
+  afterAll(async () => {
+    await app.close();
+    await db.drop();
+  });
+
+  const newTask = (ownerId: string, ttlMs = 60000): NewTask => ({
+    id: newTaskId(),
+    ownerId,
+    sessionId: null,
+    era: 'modern',
+    toolName: 't',
+    ttlMs,
+    pollIntervalMs: 1000,
+    requestParams: {},
+    instanceId: me,
+    leaseMs: 30000,
+  });
+  const roomy: CreationLimits = { maxPerOwner: 1000, maxTotal: 100000, maxRetainedPerOwner: 100000 };
+
+  /** Counters and the rows they stand for, per owner, plus the total of live tasks. */
+  async function compare(): Promise<{ counters: unknown; rows: unknown }> {
+    return withClient(db.url, async (c) => {
+      const counters = await c.query(
+        `SELECT owner_id, sum(live)::int AS live, sum(retained)::int AS retained FROM task_usage
+          GROUP BY owner_id HAVING sum(live) <> 0 OR sum(retained) <> 0 ORDER BY owner_id`,
+      );
+      const rows = await c.query(
+        `SELECT owner_id, count(*) FILTER (WHERE status IN ('working', 'input_required'))::int AS live,
+                count(*) FILTER (WHERE status NOT IN ('working', 'input_required'))::int AS retained
+           FROM task GROUP BY owner_id ORDER BY owner_id`,
+      );
+      const [total] = (await c.query('SELECT coalesce(sum(live), 0)::int AS n FROM task_usage_total')).rows;
+      const [live] = (
+        await c.query(`SELECT count(*)::int AS n FROM task WHERE status IN ('working', 'input_required')`)
+      ).rows;
+      return {
+        counters: { owners: counters.rows, total: total.n },
+        rows: { owners: rows.rows, total: live.n },
+      };
+    });
+  }
+
+  it('match the rows after concurrent creates, finishes, cancels, expiries and deletes', async () => {
+    const owners = ['u-a', 'u-b', 'u-c'];
+    const created = await Promise.all(
+      owners.flatMap((o) =>
+        Array.from({ length: 40 }, (_, i) =>
+          repo.insertWithLimits(newTask(o, i % 3 === 0 ? 300 : 60000), roomy),
+        ),
+      ),
+    );
+    let r = await compare();
+    expect(r.counters).toEqual(r.rows);
+
+    // Finishes and cancels at once, many transactions touching the same counter rows.
+    await Promise.all(
+      created.map((t, i) => {
+        const fence = { taskId: t.id, generation: t.generation, instanceId: me };
+        if (i % 3 === 1) return repo.completeIfCurrent(fence, { content: [] });
+        if (i % 3 === 2 && i % 2 === 0) return tasks.cancel(t.ownerId, t.id);
+        return Promise.resolve(null);
+      }),
+    );
+    r = await compare();
+    expect(r.counters).toEqual(r.rows);
+
+    // The short-ttl third expires (janitor, batch UPDATE) and, with no grace, is deleted (batch DELETE),
+    // alongside more creations and cancels in parallel.
+    await sleep(400);
+    await Promise.all([
+      app.get(JanitorService).runOnce(),
+      ...owners.map((o) => repo.insertWithLimits(newTask(o), roomy)),
+      ...created.filter((_, i) => i % 3 === 2).map((t) => tasks.cancel(t.ownerId, t.id).catch(() => null)),
+    ]);
+    await app.get(JanitorService).runOnce();
+    r = await compare();
+    expect(r.counters).toEqual(r.rows);
+    expect((r.rows as { total: number }).total).toBeGreaterThan(0);
+  });
+
+  it('the retained limit counts finished tasks and frees a slot when one is deleted', async () => {
+    const owner = 'u-retained';
+    const limits: CreationLimits = { maxPerOwner: 10, maxTotal: 100000, maxRetainedPerOwner: 3 };
+    const done: { id: string }[] = [];
+    for (let i = 0; i < 3; i++) {
+      const t = await repo.insertWithLimits(newTask(owner), limits);
+      await tasks.cancel(owner, t.id);
+      done.push(t);
+    }
+    const refused = await repo.insertWithLimits(newTask(owner), limits).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(TaskError);
+    expect((refused as TaskError).code).toBe(TaskErrorCode.LIMIT_EXCEEDED);
+    expect((refused as TaskError).message).toContain('QUOTA_RETAINED_TASKS_PER_OWNER = 3');
+    await withClient(db.url, (c) => c.query('DELETE FROM task WHERE id = $1', [done[0].id]));
+    await expect(repo.insertWithLimits(newTask(owner), limits)).resolves.toMatchObject({ status: 'working' });
+  });
+
+  it('60 parallel creates against a total of 25 live tasks leave exactly 25 more', async () => {
+    const before = (await compare()).rows as { total: number };
+    const limits: CreationLimits = {
+      maxPerOwner: 1000,
+      maxTotal: before.total + 25,
+      maxRetainedPerOwner: 1000,
+    };
+    const results = await Promise.allSettled(
+      Array.from({ length: 60 }, (_, i) => repo.insertWithLimits(newTask(`u-total-${i % 7}`), limits)),
+    );
+    expect(results.filter((x) => x.status === 'fulfilled')).toHaveLength(25);
+    for (const x of results) {
+      if (x.status === 'rejected') expect((x.reason as TaskError).message).toContain('TASK_MAX_TOTAL');
+    }
+    const after = await compare();
+    expect(after.counters).toEqual(after.rows);
+    expect((after.rows as { total: number }).total).toBe(before.total + 25);
+  });
+
+  it('the migration counts the rows already there (down, rows written meanwhile, up)', async () => {
+    const migration = new TaskUsageCounters1765110000000();
+    const runner = app.get(DataSource).createQueryRunner();
+    try {
+      await runner.startTransaction();
+      await migration.down(runner);
+      await runner.query(
+        `INSERT INTO task (id, owner_id, era, tool_name, status, created_at, last_updated_at, ttl_ms, expires_at,
+                           poll_interval_ms, request_params)
+         SELECT 'pre-' || g, 'u-pre-' || (g % 3), 'modern', 't', CASE WHEN g % 2 = 0 THEN 'working' ELSE 'failed' END,
+                now(), now(), 60000, now() + interval '1 minute', 1000, '{}'
+           FROM generate_series(1, 90) g`,
+      );
+      await migration.up(runner);
+      await runner.commitTransaction();
+    } catch (err) {
+      await runner.rollbackTransaction();
+      throw err;
+    } finally {
+      await runner.release();
+    }
+    const r = await compare();
+    expect(r.counters).toEqual(r.rows);
+  });
+});
