@@ -198,7 +198,7 @@ export async function runSessionsCommand(args: string[], s: CliServices, io: Cli
         return ExitCode.NOT_APPLIED;
       }
       // What DELETE /mcp does: the session's next request on any instance gets 404.
-      await s.sessions.end(id);
+      await s.endSession(id);
       io.out(json ? JSON.stringify({ ended: true, id }) : `ended ${id}`);
       return ExitCode.OK;
     }

@@ -17,6 +17,7 @@ import { SessionsAdminRepository } from '../sessions/sessions-admin.repository.j
 import { McpSession } from '../sessions/session.entity.js';
 import { SessionsRepository } from '../sessions/sessions.repository.js';
 import { TaskMetrics } from '../tasks/task-metrics.service.js';
+import { announceSessionEnd } from '../sessions/session-end-announcer.js';
 import { TasksAdminRepository } from '../tasks/tasks-admin.repository.js';
 import { TasksRepository } from '../tasks/tasks.repository.js';
 
@@ -26,6 +27,8 @@ export interface CliServices {
   tasks: TasksRepository;
   tasksAdmin: TasksAdminRepository;
   sessions: SessionsRepository;
+  /** Ends a session and waits until every running instance dropped it (see SessionsService.end). */
+  endSession(id: string): Promise<void>;
   sessionsAdmin: SessionsAdminRepository;
   instancesAdmin: InstancesAdminRepository;
   janitor: JanitorService;
@@ -50,11 +53,23 @@ export function buildCliServices(ds: DataSource, config: AppConfig): CliServices
   // Publishing needs no LISTEN connection: it is a pg_notify inside the caller's transaction.
   const bus = new PgBusService(config, ds, instances, metrics, health);
   const tasks = new TasksRepository(ds, bus, config);
+  const sessions = new SessionsRepository(ds.getRepository(McpSession), ds);
   return {
     config,
     tasks,
     tasksAdmin: new TasksAdminRepository(ds),
-    sessions: new SessionsRepository(ds.getRepository(McpSession), ds),
+    sessions,
+    endSession: async (id) => {
+      await sessions.end(id);
+      const url = config.DATABASE_LISTEN_URL ?? config.DATABASE_URL;
+      if (!url) return;
+      await announceSessionEnd(
+        url,
+        id,
+        await instances.otherLiveInstanceIds(),
+        config.BUS_HEARTBEAT_TIMEOUT_MS,
+      );
+    },
     sessionsAdmin: new SessionsAdminRepository(ds),
     instancesAdmin: new InstancesAdminRepository(ds),
     janitor: new JanitorService(

@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import { PgBusService } from '../bus/pg-bus.service.js';
 import { InstancesService } from '../instances/instances.service.js';
 import { SessionsRepository } from '../sessions/sessions.repository.js';
+import { SessionsService } from '../sessions/sessions.service.js';
 import { TASK_CHANNEL, TasksRepository } from '../tasks/tasks.repository.js';
 import { createTestApp } from '../../test/support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
@@ -170,8 +171,14 @@ describe('admin CLI (real PostgreSQL, beside a running server)', () => {
     expect(JSON.parse(listed.out)).toEqual([
       expect.objectContaining({ id, clientName: 'probe-client', endedAt: null }),
     ]);
+    // The running server has the session in memory (it just served it): the CLI's end must reach it.
+    const service = app.get(SessionsService);
+    const principal = { id: 'user:ops-test' } as Parameters<SessionsService['resolve']>[1];
+    await service.resolve(id, principal);
+    expect(service.cachedSessions).toBeGreaterThan(0);
     expect(await cli('sessions', 'end', id)).toMatchObject({ code: 0, out: `ended ${id}` });
     expect(await repo.findLive(id, 'user:ops-test', 3_600_000, 60_000)).toBeNull();
+    await expect(service.resolve(id, principal)).rejects.toMatchObject({ message: 'Session not found' });
     expect(JSON.parse((await cli('sessions', 'list', '--principal', 'user:ops-test', '--json')).out)).toEqual(
       [],
     );

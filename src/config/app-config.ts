@@ -306,6 +306,14 @@ export class AppConfig {
   @IntEnv(1000, 604800000)
   SESSION_IDLE_TTL_MS = 30 * 60 * 1000;
 
+  /**
+   * Handshake-era sessions this instance keeps in memory between requests (0: read every request's session
+   * from the database). An entry is re-read after 5 s, dropped at once when any instance changes or ends
+   * the session, and ignored while this instance's LISTEN connection is not healthy.
+   */
+  @IntEnv(0, 1000000)
+  SESSION_CACHE_MAX = 10000;
+
   @IntEnv(10, 100000)
   SSE_STREAM_RETENTION = 1000;
 
@@ -424,7 +432,7 @@ export class AppConfig {
   /**
    * While it has a backlog, the share of wall time (percent) the janitor spends in its batches: after each
    * full batch it pauses so that batch time / (batch time + pause) stays at this. Lower protects live
-   * traffic, higher clears a backlog sooner. Each step of a run continues at most JANITOR_INTERVAL_MS / 2.
+   * traffic, higher clears a backlog sooner. Each step of a run continues at most JANITOR_INTERVAL_MS.
    */
   @IntEnv(1, 100)
   JANITOR_DUTY_PERCENT = 50;

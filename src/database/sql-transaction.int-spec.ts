@@ -92,4 +92,21 @@ describe('inTransaction (real PostgreSQL)', () => {
       inTransaction(ds, { lockTimeoutMs: 0 }, (tx) => tx.query('SELECT 1 AS one')),
     ).resolves.toEqual([{ one: 1 }]);
   });
+
+  it('sends a first statement with BEGIN, values inlined as literals that survive any text', async () => {
+    const statement = {
+      name: 'tx_probe_first',
+      text: `INSERT INTO tx_probe (id, note) VALUES ($1::int, $2) RETURNING id, note, $3::jsonb AS doc, $4::int AS n`,
+    };
+    const nasty = "it's a \\ '); DROP TABLE tx_probe; --";
+    const got = await inTransaction(ds, { lockTimeoutMs: 1000 }, async (tx) => {
+      const [row] = await tx.first(statement, [10, nasty, JSON.stringify({ q: "o'k", b: '\\' }), -5]);
+      // Not the first any more: the same statement goes as a prepared one.
+      const [again] = await tx.first(statement, [11, null, 'null', 0]);
+      return { row, again };
+    });
+    expect(got.row).toEqual({ id: 10, note: nasty, doc: { q: "o'k", b: '\\' }, n: -5 });
+    expect(got.again).toEqual({ id: 11, note: null, doc: null, n: 0 });
+    expect(await rows()).toEqual([1, 2, 10, 11]);
+  });
 });

@@ -15,6 +15,14 @@ export interface SqlRunner {
 export interface SqlTx extends SqlRunner {
   /** The rows the statement returned (for UPDATE/DELETE … RETURNING too). */
   query<R = Record<string, unknown>>(text: string, values?: unknown[]): Promise<R[]>;
+  /**
+   * A statement that may be the transaction's first: then it is sent with BEGIN in one round trip (simple
+   * protocol, its values inlined as literals; PostgreSQL plans it each time), else as `prepared`.
+   */
+  first<R extends pg.QueryResultRow = Record<string, unknown>>(
+    statement: PreparedStatement,
+    values: unknown[],
+  ): Promise<R[]>;
   /** A named prepared statement (parsed and planned once per connection). */
   prepared<R extends pg.QueryResultRow = Record<string, unknown>>(
     statement: PreparedStatement,
@@ -50,16 +58,62 @@ function integer(n: number, what: string): string {
 class PooledTx implements SqlTx {
   readonly pending: Array<[string, string]> = [];
   readonly statements: string[] = [];
-  constructor(private readonly client: pg.PoolClient) {}
+  /** BEGIN and what goes with it, until it is sent (with the first statement, or on its own). */
+  private opening: string | null;
+
+  constructor(
+    private readonly client: pg.PoolClient,
+    opening: string,
+  ) {
+    this.opening = opening;
+  }
+
+  private async open(): Promise<void> {
+    if (this.opening === null) return;
+    const text = this.opening;
+    this.opening = null;
+    await this.client.query(text);
+  }
 
   async query<R = Record<string, unknown>>(text: string, values?: unknown[]): Promise<R[]> {
+    await this.open();
     const result = await this.client.query(text, values);
     return result.rows as R[];
   }
 
   async prepared<R extends pg.QueryResultRow>(statement: PreparedStatement, values: unknown[]): Promise<R[]> {
+    await this.open();
     const result = await this.client.query<R>({ name: statement.name, text: statement.text, values });
     return result.rows;
+  }
+
+  async first<R extends pg.QueryResultRow>(statement: PreparedStatement, values: unknown[]): Promise<R[]> {
+    if (this.opening === null) return this.prepared<R>(statement, values);
+    const text = `${this.opening}; ${this.inline(statement.text, values)}`;
+    this.opening = null;
+    // Several statements in one simple query: pg answers with one result per statement.
+    const results = (await this.client.query(text)) as unknown as pg.QueryResult<R> | pg.QueryResult<R>[];
+    return Array.isArray(results) ? results[results.length - 1].rows : results.rows;
+  }
+
+  /** `$n` placeholders replaced by literals (constant SQL only: the values never become SQL text). */
+  private inline(text: string, values: unknown[]): string {
+    return text.replace(/\$(\d+)/g, (_, n: string) => {
+      const i = Number(n) - 1;
+      if (i < 0 || i >= values.length) throw new Error(`no value for $${n}`);
+      return this.valueLiteral(values[i]);
+    });
+  }
+
+  private valueLiteral(v: unknown): string {
+    if (v === null || v === undefined) return 'NULL';
+    if (typeof v === 'boolean') return v ? 'TRUE' : 'FALSE';
+    if (typeof v === 'number') {
+      if (!Number.isFinite(v)) throw new Error(`cannot inline ${v}`);
+      return `(${String(v)})`;
+    }
+    if (typeof v === 'string') return this.literal(v);
+    throw new Error(`cannot inline a value of type ${typeof v}`);
   }
 
   notifyOnCommit(channel: string, payload: string): void {
@@ -76,7 +130,8 @@ class PooledTx implements SqlTx {
 
   /** The closing round trip (simple protocol): the queued statements, the NOTIFYs, then COMMIT. */
   commitText(): string {
-    const parts = [...this.statements];
+    const parts = this.opening === null ? [] : [this.opening];
+    parts.push(...this.statements);
     for (const [c, p] of this.pending) parts.push(`SELECT pg_notify(${this.literal(c)}, ${this.literal(p)})`);
     parts.push('COMMIT');
     return parts.join('; ');
@@ -107,7 +162,6 @@ export async function inTransaction<T>(
     client.removeListener('error', onError);
     client.release(err);
   };
-  const tx = new PooledTx(client);
   let opening = 'BEGIN';
   if (options.lockTimeoutMs > 0) {
     opening += `; SET LOCAL lock_timeout = '${integer(options.lockTimeoutMs, 'lock timeout')}ms'`;
@@ -115,8 +169,8 @@ export async function inTransaction<T>(
   if (options.advisoryLock !== undefined) {
     opening += `; SELECT pg_advisory_xact_lock(${integer(options.advisoryLock, 'advisory lock key')})`;
   }
+  const tx = new PooledTx(client, opening);
   try {
-    await client.query(opening);
     const result = await work(tx);
     await client.query(tx.commitText());
     release(lost);

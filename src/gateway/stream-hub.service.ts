@@ -86,19 +86,24 @@ export class StreamHub implements OnModuleInit {
   /**
    * Appends a message inside the caller's transaction (an outbox), in its COMMIT's round trip: the event
    * exists if and only if that transaction commits, whatever happens to this process or its LISTEN
-   * connection afterwards. The holder is woken by a NOTIFY delivered at commit, or, if that is lost, by the
-   * resync after the bus reconnects.
+   * connection afterwards. No wake-up of its own: the caller's change is already announced on the bus at
+   * that commit, and the caller wakes the holder from that (see wakeHolder); if the NOTIFY is lost, the
+   * resync after the bus reconnects drains every stream held here.
    */
-  async publishInTransaction(
+  publishInTransaction(
     tx: SqlTx,
     sessionId: string,
     streamId: string,
     message: Record<string, unknown>,
-  ): Promise<void> {
+  ): void {
     this.events.appendAtCommit(tx, sessionId, streamId, message);
-    await this.bus.publish(CHANNEL, { s: sessionId, st: streamId }, tx);
     // The seq is not known here; about one in a hundred appends prunes, as the numbered ones do below.
     if (Math.random() < 0.01) this.pruneSoon(sessionId, streamId);
+  }
+
+  /** Wakes this instance's holder of a stream, if any, to drain the log (after a change announced elsewhere). */
+  wakeHolder(sessionId: string, streamId: string): void {
+    if (this.holders.has(key(sessionId, streamId))) this.wake(sessionId, streamId);
   }
 
   private pruneNowAndThen(sessionId: string, streamId: string, seq: string): void {

@@ -89,7 +89,7 @@ export class TasksProtocolService implements OnModuleInit {
       await inTaskSpan(
         'notifications/tasks/status',
         task,
-        () =>
+        async () =>
           this.hub.publishInTransaction(tx, sessionId, STANDALONE_STREAM, {
             jsonrpc: '2.0',
             method: 'notifications/tasks/status',
@@ -97,6 +97,11 @@ export class TasksProtocolService implements OnModuleInit {
           }),
         { 'mcp.method.name': 'notifications/tasks/status', 'mcp.task.status': task.status },
       );
+    });
+    // The change's own NOTIFY (at the same commit) is the wake-up for the session's GET stream.
+    this.tasks.onTaskChanged((change) => {
+      if (change.era === 'legacy' && change.sessionId)
+        this.hub.wakeHolder(change.sessionId, STANDALONE_STREAM);
     });
   }
 

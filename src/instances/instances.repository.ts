@@ -27,6 +27,16 @@ export class InstancesRepository {
     await this.repo.update({ id }, { stoppedAt: () => 'now()' });
   }
 
+  /** Instances not stopped whose heartbeat is younger than `staleMs` (database clock). */
+  async liveIds(staleMs: number): Promise<string[]> {
+    const rows = await this.repo.query<{ id: string }[]>(
+      `SELECT id FROM service_instance
+        WHERE stopped_at IS NULL AND heartbeat_at > now() - make_interval(secs => $1::float8 / 1000)`,
+      [staleMs],
+    );
+    return rows.map((r) => r.id);
+  }
+
   async findById(id: string): Promise<ServiceInstance | null> {
     return this.repo.findOneBy({ id });
   }

@@ -40,6 +40,12 @@ export class InstancesService implements OnApplicationBootstrap, OnApplicationSh
     this.logger.log(`instance ${this.instanceId} registered`);
   }
 
+  /** The other instances that are up: registered, not stopped, heartbeat within three intervals. */
+  async otherLiveInstanceIds(): Promise<string[]> {
+    const ids = await this.repo.liveIds(3 * this.config.INSTANCE_HEARTBEAT_MS);
+    return ids.filter((id) => id !== this.instanceId);
+  }
+
   /** A database call of this instance failed (an outage, a failover, a partition). */
   noteDbError(): void {
     this.lastDbErrorAt = performance.now();

@@ -190,9 +190,9 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
           this.outageGraceSkips.inc();
           continue;
         }
-        // A backlog is worked off in full batches for up to half an interval per step, paced so that the
+        // A backlog is worked off in full batches for up to one interval per step, paced so that the
         // batches take JANITOR_DUTY_PERCENT of the time and live traffic keeps the rest.
-        const stepEnd = performance.now() + Math.max(1000, this.config.JANITOR_INTERVAL_MS / 2);
+        const stepEnd = performance.now() + Math.max(1000, this.config.JANITOR_INTERVAL_MS);
         const pauseFactor = 100 / this.config.JANITOR_DUTY_PERCENT - 1;
         while (!this.stopped) {
           const batchStarted = performance.now();

@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { InstancesModule } from '../instances/instances.module.js';
 import { ClientResponse } from './client-response.entity.js';
 import { ClientResponsesRepository } from './client-responses.repository.js';
 import { McpSession } from './session.entity.js';
@@ -10,7 +11,7 @@ import { SseEventsRepository } from './sse-events.repository.js';
 import { SseStream } from './sse-stream.entity.js';
 
 @Module({
-  imports: [TypeOrmModule.forFeature([McpSession, SseEvent, SseStream, ClientResponse])],
+  imports: [InstancesModule, TypeOrmModule.forFeature([McpSession, SseEvent, SseStream, ClientResponse])],
   providers: [SessionsRepository, SseEventsRepository, ClientResponsesRepository, SessionsService],
   exports: [SessionsService, SseEventsRepository, ClientResponsesRepository],
 })

@@ -1,6 +1,8 @@
 import { Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { PgBusService } from '../bus/pg-bus.service.js';
 import { AppConfig } from '../config/app-config.js';
+import { InstancesService } from '../instances/instances.service.js';
 import type { Principal } from '../principals/principal.js';
 import { QuotaService } from '../quotas/quota.service.js';
 import { ClientResponsesRepository } from './client-responses.repository.js';
@@ -12,10 +14,31 @@ import { SseEventsRepository } from './sse-events.repository.js';
 const TOUCH_INTERVAL_MS = 5000;
 const SWEEP_INTERVAL_MS = 60000;
 
+/** Any instance that changes or ends a session says so here; `a` asks the others to acknowledge. */
+export const SESSION_CHANNEL = 'mcp_session_changed';
+/** Acknowledgements of a session invalidation ({ a: nonce }), from each instance that dropped it. */
+export const SESSION_ACK_CHANNEL = 'mcp_session_ack';
+
+interface CachedSession {
+  session: McpSession;
+  /** performance.now() when the database last confirmed the session live (and touched it if due). */
+  verifiedAt: number;
+}
+
 @Injectable()
 export class SessionsService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger(SessionsService.name);
   private sweeper: NodeJS.Timeout | undefined;
+  /**
+   * Live sessions this instance served lately, by id (insertion order = age, for eviction). Every session
+   * change or end is published on SESSION_CHANNEL and drops the entry on every instance; ending one waits
+   * for every other live instance to acknowledge, so a DELETE answered anywhere is a 404 everywhere next.
+   */
+  private readonly cache = new Map<string, CachedSession>();
+  /** Bumped by every invalidation: a read that overlapped one does not fill the cache. */
+  private invalidations = 0;
+  private readonly ackWaiters = new Map<string, (from: string) => void>();
+  private readonly offBus: (() => void)[] = [];
 
   constructor(
     private readonly sessions: SessionsRepository,
@@ -23,7 +46,24 @@ export class SessionsService implements OnApplicationBootstrap, OnApplicationShu
     private readonly responses: ClientResponsesRepository,
     private readonly config: AppConfig,
     private readonly quotas: QuotaService,
-  ) {}
+    private readonly bus: PgBusService,
+    private readonly instances: InstancesService,
+  ) {
+    this.offBus.push(
+      this.bus.subscribe(SESSION_CHANNEL, (payload, meta) => {
+        if (typeof payload.s !== 'string') return;
+        this.drop(payload.s);
+        if (typeof payload.a === 'string' && !meta.self) {
+          void this.bus.publish(SESSION_ACK_CHANNEL, { a: payload.a }).catch(() => undefined);
+        }
+      }),
+      this.bus.subscribe(SESSION_ACK_CHANNEL, (payload, meta) => {
+        if (typeof payload.a === 'string') this.ackWaiters.get(payload.a)?.(meta.fromInstance);
+      }),
+      // Invalidations may have been missed while the LISTEN connection was down.
+      this.bus.onResync(() => this.dropAll()),
+    );
+  }
 
   onApplicationBootstrap(): void {
     this.sweeper = setInterval(() => {
@@ -36,6 +76,7 @@ export class SessionsService implements OnApplicationBootstrap, OnApplicationShu
 
   onApplicationShutdown(): void {
     clearInterval(this.sweeper);
+    for (const off of this.offBus) off();
   }
 
   /** 192 random bits, base64url: visible ASCII, unguessable. */
@@ -73,8 +114,18 @@ export class SessionsService implements OnApplicationBootstrap, OnApplicationShu
     return session;
   }
 
-  /** The live session for this principal, or SESSION_NOT_FOUND. Refreshes its idle timer. */
+  /**
+   * The live session for this principal, or SESSION_NOT_FOUND. Refreshes its idle timer. Served from memory
+   * when this instance confirmed it live within TOUCH_INTERVAL_MS and has heard of no change since (and its
+   * LISTEN connection is healthy, so it would have heard); otherwise read from the database.
+   */
   async resolve(id: string, principal: Principal): Promise<McpSession> {
+    const hit = this.cacheUsable() ? this.cache.get(id) : undefined;
+    if (hit && hit.session.principalId === principal.id) {
+      if (performance.now() - hit.verifiedAt < TOUCH_INTERVAL_MS) return hit.session;
+      this.cache.delete(id);
+    }
+    const epoch = this.invalidations;
     const live = await this.sessions.findLive(
       id,
       principal.id,
@@ -83,6 +134,7 @@ export class SessionsService implements OnApplicationBootstrap, OnApplicationShu
     );
     if (!live) throw new SessionError(SessionErrorCode.SESSION_NOT_FOUND, 'Session not found');
     if (live.touchDue) await this.sessions.touch(id, TOUCH_INTERVAL_MS);
+    if (epoch === this.invalidations && this.cacheUsable()) this.remember(live.session);
     return live.session;
   }
 
@@ -91,13 +143,17 @@ export class SessionsService implements OnApplicationBootstrap, OnApplicationShu
     return this.sessions.findById(id);
   }
 
+  /** Ends the session; resolves once every live instance has dropped it (or BUS_HEARTBEAT_TIMEOUT_MS passed). */
   async end(session: McpSession): Promise<void> {
     await this.sessions.end(session.id);
+    this.drop(session.id);
+    await this.invalidateEverywhere(session.id);
   }
 
   async setLogLevel(session: McpSession, level: string): Promise<void> {
     await this.sessions.setLogLevel(session.id, level);
     session.logLevel = level;
+    await this.changed(session.id);
   }
 
   async subscribe(session: McpSession, uri: string): Promise<void> {
@@ -105,11 +161,13 @@ export class SessionsService implements OnApplicationBootstrap, OnApplicationShu
     set.add(uri);
     session.resourceSubscriptions = [...set];
     await this.sessions.setSubscriptions(session.id, session.resourceSubscriptions);
+    await this.changed(session.id);
   }
 
   async unsubscribe(session: McpSession, uri: string): Promise<void> {
     session.resourceSubscriptions = session.resourceSubscriptions.filter((u) => u !== uri);
     await this.sessions.setSubscriptions(session.id, session.resourceSubscriptions);
+    await this.changed(session.id);
   }
 
   async subscribedTo(uri: string): Promise<string[]> {
@@ -124,5 +182,71 @@ export class SessionsService implements OnApplicationBootstrap, OnApplicationShu
     await this.events.deleteForSessions(gone);
     await this.events.deleteOlderThan(new Date(now - this.config.SSE_EVENT_TTL_MS));
     await this.responses.deleteOlderThan(new Date(now - this.config.CLIENT_REQUEST_TIMEOUT_MS));
+  }
+
+  /** Sessions held in memory now (for metrics and tests). */
+  get cachedSessions(): number {
+    return this.cache.size;
+  }
+
+  private cacheUsable(): boolean {
+    return this.config.SESSION_CACHE_MAX > 0 && this.bus.isHealthy;
+  }
+
+  private remember(session: McpSession): void {
+    this.cache.delete(session.id);
+    this.cache.set(session.id, { session, verifiedAt: performance.now() });
+    while (this.cache.size > this.config.SESSION_CACHE_MAX) {
+      const oldest = this.cache.keys().next().value as string;
+      this.cache.delete(oldest);
+    }
+  }
+
+  private drop(id: string): void {
+    this.invalidations++;
+    this.cache.delete(id);
+  }
+
+  private dropAll(): void {
+    this.invalidations++;
+    this.cache.clear();
+  }
+
+  /** A change other instances should re-read (log level, subscriptions): no need to wait for them. */
+  private async changed(id: string): Promise<void> {
+    this.drop(id);
+    await this.bus.publish(SESSION_CHANNEL, { s: id });
+  }
+
+  /**
+   * Publishes the session's end and waits until every other live instance acknowledged dropping it, for at
+   * most BUS_HEARTBEAT_TIMEOUT_MS. An instance that cannot hear it in time has an unhealthy LISTEN
+   * connection: its cache is then bypassed, and cleared when the connection is replaced.
+   */
+  private async invalidateEverywhere(id: string): Promise<void> {
+    const others = new Set(await this.instances.otherLiveInstanceIds());
+    if (others.size === 0) {
+      await this.bus.publish(SESSION_CHANNEL, { s: id });
+      return;
+    }
+    const nonce = randomUUID();
+    let timer: NodeJS.Timeout | undefined;
+    const acked = new Promise<void>((resolve) => {
+      this.ackWaiters.set(nonce, (from) => {
+        others.delete(from);
+        if (others.size === 0) resolve();
+      });
+      timer = setTimeout(() => {
+        this.logger.warn(`session ${id} ended; ${others.size} instance(s) did not acknowledge in time`);
+        resolve();
+      }, this.config.BUS_HEARTBEAT_TIMEOUT_MS);
+    });
+    try {
+      await this.bus.publish(SESSION_CHANNEL, { s: id, a: nonce });
+      await acked;
+    } finally {
+      clearTimeout(timer);
+      this.ackWaiters.delete(nonce);
+    }
   }
 }

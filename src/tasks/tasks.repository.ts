@@ -353,7 +353,7 @@ export class TasksRepository {
   async insertWithLimits(t: NewTask, limits: CreationLimits): Promise<TaskSnapshot> {
     try {
       return await this.tx(async (m) => {
-        const rows = await m.prepared<Row>(INSERT_TASK, [
+        const rows = await m.first<Row>(INSERT_TASK, [
           t.id,
           t.ownerId,
           t.sessionId,
@@ -828,8 +828,8 @@ export class TasksRepository {
   private async lock(m: SqlTx, id: string, ownerId: string | null): Promise<LockedTask | null> {
     const [row] =
       ownerId === null
-        ? await m.prepared<Row>(LOCK_BY_ID, [id])
-        : await m.prepared<Row>(LOCK_OWNED, [id, ownerId]);
+        ? await m.first<Row>(LOCK_BY_ID, [id])
+        : await m.first<Row>(LOCK_OWNED, [id, ownerId]);
     return row ? { task: rowToSnapshot(row), pastTtl: row.due_now === true } : null;
   }
 
@@ -860,7 +860,7 @@ export class TasksRepository {
   ): Promise<WorkerWriteResult> {
     return this.tx(async (m) => {
       const completed = to === 'completed';
-      const [row] = await m.prepared<Row>(FINISH_IF_CURRENT, [
+      const [row] = await m.first<Row>(FINISH_IF_CURRENT, [
         fence.taskId,
         fence.generation,
         fence.instanceId,

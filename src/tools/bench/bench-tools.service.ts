@@ -14,8 +14,8 @@ export class BenchToolsService {
     input: EchoInput,
     annotations: { readOnlyHint: true, idempotentHint: true },
   })
-  echo(args: EchoInput): string {
-    return args.text;
+  echo(args: EchoInput): string | Promise<string> {
+    return answer(args);
   }
 
   @McpTool({
@@ -24,8 +24,8 @@ export class BenchToolsService {
     input: EchoInput,
     taskSupport: 'optional',
   })
-  echoTask(args: EchoInput): string {
-    return args.text;
+  echoTask(args: EchoInput): string | Promise<string> {
+    return answer(args);
   }
 
   @McpTool({
@@ -34,7 +34,13 @@ export class BenchToolsService {
     input: EchoInput,
     taskSupport: 'required',
   })
-  echoTaskRequired(args: EchoInput): string {
-    return args.text;
+  echoTaskRequired(args: EchoInput): string | Promise<string> {
+    return answer(args);
   }
+}
+
+/** The text, at once or after delayMs (a plain timer: the benchmark never cancels these). */
+function answer(args: EchoInput): string | Promise<string> {
+  if (!args.delayMs) return args.text;
+  return new Promise((resolve) => setTimeout(() => resolve(args.text), args.delayMs));
 }
