@@ -827,9 +827,7 @@ export class TasksRepository {
   /** Locks the task's row (FOR UPDATE) and reads it, with whether it is past created + ttl (database clock). */
   private async lock(m: SqlTx, id: string, ownerId: string | null): Promise<LockedTask | null> {
     const [row] =
-      ownerId === null
-        ? await m.first<Row>(LOCK_BY_ID, [id])
-        : await m.first<Row>(LOCK_OWNED, [id, ownerId]);
+      ownerId === null ? await m.first<Row>(LOCK_BY_ID, [id]) : await m.first<Row>(LOCK_OWNED, [id, ownerId]);
     return row ? { task: rowToSnapshot(row), pastTtl: row.due_now === true } : null;
   }
 
