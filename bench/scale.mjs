@@ -29,6 +29,8 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 32);
 const DUTY = process.env.JANITOR_DUTY_PERCENT ?? '10';
 // Stop timing the sweep after this long and report the rate so far (the rows left are dropped with the database).
+// JANITOR_BATCH_SIZE of the deleting instance (default: the server's default).
+const BATCH = process.env.SCALE_JANITOR_BATCH;
 const SWEEP_MAX_SECONDS = Number(process.env.SCALE_SWEEP_MAX_SECONDS ?? 900);
 const LEGACY = '2025-11-25';
 
@@ -233,7 +235,14 @@ async function main() {
     // The janitor phase: a second instance deletes the 1M expired rows while the first serves tasks/get.
     const sweeper = await spawnServer(
       [join(ROOT, 'dist', 'src', 'main.js')],
-      { ...env, JANITOR_ENABLED: 'true', JANITOR_INTERVAL_MS: '1000', TASK_EXPIRED_GRACE_MS: '0', JANITOR_DUTY_PERCENT: DUTY },
+      {
+        ...env,
+        JANITOR_ENABLED: 'true',
+        JANITOR_INTERVAL_MS: '1000',
+        TASK_EXPIRED_GRACE_MS: '0',
+        JANITOR_DUTY_PERCENT: DUTY,
+        ...(BATCH ? { JANITOR_BATCH_SIZE: BATCH } : {}),
+      },
       { label: 'sweeper', cwd: ROOT },
     );
     let deleted = 0;
@@ -261,7 +270,7 @@ async function main() {
       '',
       `${os.cpus().length} × ${os.cpus()[0].model}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}, ` +
         `${CLIENTS} closed-loop clients, ${SECONDS} s windows after 2 s warm-up; ${ROWS} finished rows over 1,000 owners ` +
-        `and ${LIVE} live (input_required) tasks inserted in ${f(fillSeconds)} s; JANITOR_BATCH_SIZE 500, JANITOR_DUTY_PERCENT ${DUTY}`,
+        `and ${LIVE} live (input_required) tasks inserted in ${f(fillSeconds)} s; JANITOR_BATCH_SIZE ${BATCH ?? 'default'}, JANITOR_DUTY_PERCENT ${DUTY}`,
       '',
       '| measure | near-empty table | 1M finished + live rows | ratio | target |',
       '|---|---|---|---|---|',
@@ -270,7 +279,7 @@ async function main() {
       `| tasks/get p99 while the janitor deletes | ${f(full.get.p99, 2)} ms | ${f(during.p99, 2)} ms (${f(during.rate)}/s) | ${ratio(during.p99, full.get.p99)} | < 1.2× |`,
       '',
       `Janitor: ${deleted} of ${ROWS} expired rows deleted in ${f(sweepSeconds, 1)} s by one instance = ${f(deleted / sweepSeconds)} rows/s ` +
-        `(1 s interval, batches of 500, ${DUTY}% duty). Errors: ${empty.get.errors + empty.create.errors + full.get.errors + full.create.errors + during.errors}.`,
+        `(1 s interval, JANITOR_BATCH_SIZE ${BATCH ?? 'default'}, ${DUTY}% duty). Errors: ${empty.get.errors + empty.create.errors + full.get.errors + full.create.errors + during.errors}.`,
     );
   } finally {
     await stop(main);

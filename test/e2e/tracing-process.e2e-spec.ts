@@ -56,6 +56,8 @@ describe('tracing in the server process (OTLP export, auto-instrumentation)', ()
       OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
       OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
       OTEL_BSP_SCHEDULE_DELAY: '100',
+      // The request below must reach PostgreSQL for its pg span: with sessions kept in memory it would not.
+      SESSION_CACHE_MAX: '0',
     });
   });
   afterAll(async () => {
