@@ -11,10 +11,15 @@ const STRIPES = 64;
  * - task_usage (owner, stripe): live and retained (finished, not yet deleted) tasks of one owner;
  *   task_usage_total (stripe): live tasks of all owners. A task's stripe is a hash of its id, so two
  *   transactions that finish different tasks rarely wait for the same counter row.
- * - Updates and deletes: statement-level triggers, from the rows the statement actually changed
- *   (transition tables), each in one upsert ordered by key: owner rows first, then total rows, so two
- *   transactions that change several counters take their row locks in one order and cannot deadlock.
- * - Inserts: a deferred constraint trigger, run at COMMIT (owner row, then total row, the same order).
+ * - Single-row writes (creation, a worker's outcome, cancel, expiry on read): deferred constraint triggers,
+ *   run at COMMIT, owner row then total row; the counter rows are locked for the commit only.
+ * - Bulk statements (janitor batches, rescues, lease renewals that expire; their transactions set
+ *   mcp.task_bulk = 'on'): statement triggers over the transition tables, one upsert ordered by key for
+ *   the owner rows, then one for the total rows.
+ * - Every transaction so takes counter rows in one global order (owner rows by key, then total rows by
+ *   key), so they cannot deadlock over them. Exactly one of the two kinds counts each change: the row
+ *   triggers stand aside in bulk transactions, the statement triggers outside them (inserts are always
+ *   counted by the row trigger).
  * - Creation inserts its row first, then, in the round trip that commits, takes the creation advisory lock
  *   and checks the limits (task_check_creation_limits) against the counters, which do not include its own
  *   row yet. Every creation checked before it has committed (the lock is held until commit, and the
@@ -38,8 +43,9 @@ export class TaskUsageCounters1765110000000 implements MigrationInterface {
         "stripe" smallint NOT NULL,
         "live" integer NOT NULL DEFAULT 0,
         CONSTRAINT "PK_task_usage_total" PRIMARY KEY ("stripe"))`);
-    // One function per operation: what the statement added (new rows, +1) and took away (old rows, -1),
-    // per owner and stripe; an update that did not change a row's liveness cancels out to nothing.
+    // Bulk statements (janitor batches, rescues): one function per operation, from the transition tables,
+    // what the statement added (new rows, +1) and took away (old rows, -1), per owner and stripe, upserted
+    // in key order. They act only in transactions marked mcp.task_bulk = 'on'.
     for (const [op, sources] of [
       ['delete', `SELECT owner_id, id, status, -1 AS sign FROM old_rows`],
       [
@@ -49,8 +55,11 @@ export class TaskUsageCounters1765110000000 implements MigrationInterface {
       ],
     ] as const) {
       await q.query(`
-        CREATE FUNCTION "task_usage_on_${op}"() RETURNS trigger LANGUAGE plpgsql AS $$
+        CREATE FUNCTION "task_usage_bulk_${op}"() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
+          IF current_setting('mcp.task_bulk', true) IS DISTINCT FROM 'on' THEN
+            RETURN NULL;
+          END IF;
           WITH changed AS (${sources}),
           delta AS (
             SELECT owner_id, (abs(hashtext(id)) % ${STRIPES})::smallint AS stripe,
@@ -73,23 +82,40 @@ export class TaskUsageCounters1765110000000 implements MigrationInterface {
           RETURN NULL;
         END $$`);
     }
-    // An insert is counted at its transaction's commit (a deferred constraint trigger): the creation limit
-    // check runs in that same last round trip, so the counter rows are locked only for the commit itself.
+    // Everything else, row by row at COMMIT (deferred constraint triggers): inserts always; updates that
+    // change a row's liveness and deletes unless the transaction is bulk. Counting at commit keeps the
+    // counter rows locked for the commit only, never across the application's turns between statements.
+    // NEW/OLD are the row as that statement saw it, so several changes of one row in one transaction each
+    // count their own step and the sum comes out right.
     await q.query(`
-      CREATE FUNCTION "task_usage_on_insert"() RETURNS trigger LANGUAGE plpgsql AS $$
+      CREATE FUNCTION "task_usage_row"() RETURNS trigger LANGUAGE plpgsql AS $$
       DECLARE
-        s smallint := (abs(hashtext(NEW.id)) % ${STRIPES})::smallint;
-        is_live boolean := NEW.status IN ${LIVE};
+        owner text;
+        task_id text;
+        d_live int := 0;
+        d_retained int := 0;
+        s smallint;
       BEGIN
-        -- NEW is the row as inserted; a later update or delete in the same transaction counted its own
-        -- change from that row, so the sum comes out right whatever happened in between.
+        IF TG_OP = 'INSERT' THEN
+          owner := NEW.owner_id; task_id := NEW.id;
+          IF NEW.status IN ${LIVE} THEN d_live := 1; ELSE d_retained := 1; END IF;
+        ELSIF current_setting('mcp.task_bulk', true) IS NOT DISTINCT FROM 'on' THEN
+          RETURN NULL; -- counted by the statement trigger
+        ELSIF TG_OP = 'DELETE' THEN
+          owner := OLD.owner_id; task_id := OLD.id;
+          IF OLD.status IN ${LIVE} THEN d_live := -1; ELSE d_retained := -1; END IF;
+        ELSE
+          owner := NEW.owner_id; task_id := NEW.id;
+          IF NEW.status IN ${LIVE} THEN d_live := 1; d_retained := -1; ELSE d_live := -1; d_retained := 1; END IF;
+        END IF;
+        s := (abs(hashtext(task_id)) % ${STRIPES})::smallint;
         INSERT INTO "task_usage" AS u (owner_id, stripe, live, retained)
-        VALUES (NEW.owner_id, s, is_live::int, (NOT is_live)::int)
+        VALUES (owner, s, d_live, d_retained)
         ON CONFLICT (owner_id, stripe)
           DO UPDATE SET live = u.live + EXCLUDED.live, retained = u.retained + EXCLUDED.retained;
-        IF is_live THEN
-          INSERT INTO "task_usage_total" AS u (stripe, live) VALUES (s, 1)
-          ON CONFLICT (stripe) DO UPDATE SET live = u.live + 1;
+        IF d_live <> 0 THEN
+          INSERT INTO "task_usage_total" AS u (stripe, live) VALUES (s, d_live)
+          ON CONFLICT (stripe) DO UPDATE SET live = u.live + EXCLUDED.live;
         END IF;
         RETURN NULL;
       END $$`);
@@ -120,15 +146,23 @@ export class TaskUsageCounters1765110000000 implements MigrationInterface {
     // and the triggers see the same rows: nothing is counted twice or missed.
     await q.query(`LOCK TABLE "task" IN SHARE ROW EXCLUSIVE MODE`);
     await q.query(`
-      CREATE CONSTRAINT TRIGGER "task_usage_insert" AFTER INSERT ON "task"
-      DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "task_usage_on_insert"()`);
+      CREATE CONSTRAINT TRIGGER "task_usage_row_insert" AFTER INSERT ON "task"
+      DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "task_usage_row"()`);
     await q.query(`
-      CREATE TRIGGER "task_usage_delete" AFTER DELETE ON "task" REFERENCING OLD TABLE AS old_rows
-      FOR EACH STATEMENT EXECUTE FUNCTION "task_usage_on_delete"()`);
+      CREATE CONSTRAINT TRIGGER "task_usage_row_update" AFTER UPDATE ON "task"
+      DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+      WHEN ((OLD.status IN ${LIVE}) IS DISTINCT FROM (NEW.status IN ${LIVE}))
+      EXECUTE FUNCTION "task_usage_row"()`);
     await q.query(`
-      CREATE TRIGGER "task_usage_update" AFTER UPDATE ON "task"
+      CREATE CONSTRAINT TRIGGER "task_usage_row_delete" AFTER DELETE ON "task"
+      DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "task_usage_row"()`);
+    await q.query(`
+      CREATE TRIGGER "task_usage_bulk_delete" AFTER DELETE ON "task" REFERENCING OLD TABLE AS old_rows
+      FOR EACH STATEMENT EXECUTE FUNCTION "task_usage_bulk_delete"()`);
+    await q.query(`
+      CREATE TRIGGER "task_usage_bulk_update" AFTER UPDATE ON "task"
       REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
-      FOR EACH STATEMENT EXECUTE FUNCTION "task_usage_on_update"()`);
+      FOR EACH STATEMENT EXECUTE FUNCTION "task_usage_bulk_update"()`);
     await q.query(`
       INSERT INTO "task_usage" (owner_id, stripe, live, retained)
       SELECT owner_id, (abs(hashtext(id)) % ${STRIPES})::smallint,
@@ -142,10 +176,11 @@ export class TaskUsageCounters1765110000000 implements MigrationInterface {
 
   async down(q: QueryRunner): Promise<void> {
     await q.query(`DROP FUNCTION "task_check_creation_limits"(text, int, int, int)`);
-    for (const op of ['insert', 'delete', 'update']) {
-      await q.query(`DROP TRIGGER "task_usage_${op}" ON "task"`);
-      await q.query(`DROP FUNCTION "task_usage_on_${op}"()`);
+    for (const trigger of ['row_insert', 'row_update', 'row_delete', 'bulk_delete', 'bulk_update']) {
+      await q.query(`DROP TRIGGER "task_usage_${trigger}" ON "task"`);
     }
+    for (const fn of ['row', 'bulk_delete', 'bulk_update'])
+      await q.query(`DROP FUNCTION "task_usage_${fn}"()`);
     await q.query(`DROP TABLE "task_usage_total"`);
     await q.query(`DROP TABLE "task_usage"`);
   }

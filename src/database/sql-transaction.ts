@@ -48,6 +48,8 @@ export interface TransactionOptions {
    * the previous holder of the lock.
    */
   advisoryLock?: number;
+  /** SET LOCAL name = 'value' for each entry (custom settings such as a trigger's mode; names are checked). */
+  localSettings?: Record<string, string>;
 }
 
 function integer(n: number, what: string): string {
@@ -165,6 +167,12 @@ export async function inTransaction<T>(
   let opening = 'BEGIN';
   if (options.lockTimeoutMs > 0) {
     opening += `; SET LOCAL lock_timeout = '${integer(options.lockTimeoutMs, 'lock timeout')}ms'`;
+  }
+  for (const [name, value] of Object.entries(options.localSettings ?? {})) {
+    if (!/^[a-z_]+\.[a-z_]+$/.test(name) || !/^[a-z0-9_]*$/.test(value)) {
+      throw new Error(`invalid setting ${name} = ${value}`);
+    }
+    opening += `; SET LOCAL ${name} = '${value}'`;
   }
   if (options.advisoryLock !== undefined) {
     opening += `; SELECT pg_advisory_xact_lock(${integer(options.advisoryLock, 'advisory lock key')})`;

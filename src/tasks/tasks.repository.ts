@@ -689,7 +689,7 @@ export class TasksRepository {
         held.set(r.id as string, { generation: toNumber(r.generation), renewed: r.renewed === true });
       }
       return { held, expired };
-    });
+    }, true);
   }
 
   // ---------------------------------------------------------------- janitor
@@ -720,7 +720,7 @@ export class TasksRepository {
         return rows.map(toSwept);
       }
       return this.failBatch(m, step, opts);
-    });
+    }, true);
   }
 
   /** Startup recovery outside the janitor lock: idempotent (SKIP LOCKED, status checked in SQL). */
@@ -729,12 +729,14 @@ export class TasksRepository {
     staleInstanceMs: number,
     batchSize: number,
   ): Promise<SweptTask[]> {
-    return this.tx((m) =>
-      this.failBatch(m, 'instance_gone', {
-        batchSize,
-        selfInstanceId,
-        staleInstanceMs,
-      }),
+    return this.tx(
+      (m) =>
+        this.failBatch(m, 'instance_gone', {
+          batchSize,
+          selfInstanceId,
+          staleInstanceMs,
+        }),
+      true,
     );
   }
 
@@ -813,9 +815,21 @@ export class TasksRepository {
 
   // ---------------------------------------------------------------- internals
 
-  private async tx<T>(work: (m: SqlTx) => Promise<T>): Promise<T> {
+  /**
+   * A task transaction. `bulk` marks statements that change many rows at once (janitor batches, rescues,
+   * expiries found by lease renewal): the usage counters are then kept by statement triggers, which lock
+   * the counter rows in key order (see migration TaskUsageCounters).
+   */
+  private async tx<T>(work: (m: SqlTx) => Promise<T>, bulk = false): Promise<T> {
     try {
-      return await inTransaction(this.dataSource, { lockTimeoutMs: this.config.TASK_LOCK_TIMEOUT_MS }, work);
+      return await inTransaction(
+        this.dataSource,
+        {
+          lockTimeoutMs: this.config.TASK_LOCK_TIMEOUT_MS,
+          localSettings: bulk ? { 'mcp.task_bulk': 'on' } : undefined,
+        },
+        work,
+      );
     } catch (err) {
       if ((err as { code?: unknown }).code === '55P03') {
         throw new TaskError(TaskErrorCode.TASK_BUSY, 'Task is busy; try again');
