@@ -1,17 +1,19 @@
-// Scale benchmark (issue 11): the same load on a near-empty task table and on one holding 1M finished rows
-// and 10,000 live tasks, then while the janitor deletes those 1M rows. Not run in CI.
+// Scale benchmark (issue 11): tasks/get and task creation on a near-empty task table against one holding 1M
+// finished rows and 10,000 live tasks, and tasks/get while the janitor deletes those 1M rows. Not run in CI.
 //
 //   npm run build && TEST_DATABASE_URL=postgres://user@127.0.0.1:5432/postgres node bench/scale.mjs
 //
-// Env: SCALE_ROWS (finished rows, default 1000000), SCALE_LIVE (live tasks, default 10000), BENCH_SECONDS
-// (window, default 10), BENCH_CLIENTS (default 32), JANITOR_DUTY_PERCENT (the deleting instance's, default 10),
-// SCALE_SWEEP_MAX_SECONDS (stop timing the sweep after this long, default 900).
+// Env: SCALE_ROWS (finished rows, default 1000000), SCALE_LIVE (live tasks, default 10000), BENCH_CLIENTS
+// (default 32), SCALE_PAIRS × SCALE_WINDOW_SECONDS (paired windows, default 4 × 5 s), JANITOR_DUTY_PERCENT
+// and SCALE_JANITOR_BATCH (the deleting instance's; defaults: 10 and the server's JANITOR_BATCH_SIZE).
 //
-// Phases, on one server (janitor off) and one scratch database:
-//   empty      tasks/get of finished tasks, and task creation (2025-11-25 tools/call echo_task with task)
-//   full       the same after the rows are inserted (1,000 owners; live tasks parked input_required)
-//   janitor    tasks/get while a second instance (janitor on, 1 s interval, no grace) deletes the 1M rows,
-//              which were written already past their ttl; rows/s from its mcp_janitor_rows_total
+// Two servers (janitor off), one on a near-empty scratch database, one on a database filled with the rows
+// (1,000 owners; the live tasks parked input_required; the finished rows already past their ttl). The load
+// alternates between them window by window, so both sides of a ratio see the same machine:
+//   tasks/get   of a finished task per client;   creation   2025-11-25 tools/call echo_task with task
+//   janitor     a third instance on the full database (janitor on, 1 s interval, no grace) deletes the rows,
+//               its windows alternating with windows where it is frozen (SIGSTOP); rows/s from its
+//               mcp_janitor_rows_total over the running windows
 // The table goes to stdout and to bench/results/scale-<timestamp>.md.
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -25,13 +27,12 @@ import { admin, pct, spawnServer } from './bench-support.mjs';
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const ROWS = Number(process.env.SCALE_ROWS ?? 1_000_000);
 const LIVE = Number(process.env.SCALE_LIVE ?? 10_000);
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const PAIRS = Number(process.env.SCALE_PAIRS ?? 4);
+const WINDOW = Number(process.env.SCALE_WINDOW_SECONDS ?? 5);
 const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 32);
 const DUTY = process.env.JANITOR_DUTY_PERCENT ?? '10';
-// Stop timing the sweep after this long and report the rate so far (the rows left are dropped with the database).
 // JANITOR_BATCH_SIZE of the deleting instance (default: the server's default).
 const BATCH = process.env.SCALE_JANITOR_BATCH;
-const SWEEP_MAX_SECONDS = Number(process.env.SCALE_SWEEP_MAX_SECONDS ?? 900);
 const LEGACY = '2025-11-25';
 
 const serverUrl = process.env.TEST_DATABASE_URL ?? process.env.DATABASE_URL;
@@ -107,39 +108,25 @@ async function finishedTask(url, sid) {
   }
 }
 
-/** CLIENTS closed loops of `op` for SECONDS after a 2 s warm-up: ops/s and p99 (ms). */
-async function closedLoop(states, op) {
-  let phase = 'warmup';
+/** Latencies (ms) of CLIENTS closed loops of `op` over `seconds`, no warm-up (the loops are already warm). */
+async function windowLatencies(states, op, seconds) {
+  let running = true;
   const lat = [];
-  let errors = 0;
-  let firstError;
   const loops = states.map(async (s) => {
-    while (phase !== 'done') {
+    while (running) {
       const t = performance.now();
       try {
         await op(s);
-        if (phase === 'measure') lat.push(performance.now() - t);
-      } catch (err) {
-        errors++;
-        firstError ??= err instanceof Error ? err.message : String(err);
+        lat.push(performance.now() - t);
+      } catch {
+        /* counted by the phases above; here only latencies matter */
       }
     }
   });
-  await new Promise((r) => setTimeout(r, 2000));
-  phase = 'measure';
-  const t0 = performance.now();
-  await new Promise((r) => setTimeout(r, SECONDS * 1000));
-  phase = 'done';
-  const secs = (performance.now() - t0) / 1000;
+  await new Promise((r) => setTimeout(r, seconds * 1000));
+  running = false;
   await Promise.all(loops);
-  lat.sort((a, b) => a - b);
-  return { rate: lat.length / secs, p50: pct(lat, 50), p99: pct(lat, 99), errors, ...(firstError ? { firstError } : {}) };
-}
-
-async function measurePhase(url, clients) {
-  const get = await closedLoop(clients, (s) => call(url, s.sid, 'tasks/get', { taskId: s.taskId }));
-  const create = await closedLoop(clients, (s) => createTask(url, s.sid));
-  return { get, create };
+  return lat;
 }
 
 async function scrape(base, name, label) {
@@ -198,15 +185,46 @@ function stop(server) {
   });
 }
 
-async function main() {
-  const dbName = `bench_scale_${randomBytes(4).toString('hex')}`;
-  await admin(serverUrl, `CREATE DATABASE "${dbName}"`);
+async function scratch(tag) {
+  const name = `bench_scale_${tag}_${randomBytes(4).toString('hex')}`;
+  await admin(serverUrl, `CREATE DATABASE "${name}"`);
   const u = new URL(serverUrl);
-  u.pathname = `/${dbName}`;
-  const db = u.toString();
+  u.pathname = `/${name}`;
+  return { name, url: u.toString() };
+}
+
+/** Alternates windows of opA and opB (which goes first alternates too): their latencies and rates. */
+async function paired(opA, opB) {
+  const a = [];
+  const b = [];
+  let secsA = 0;
+  let secsB = 0;
+  for (let k = 0; k < PAIRS; k++) {
+    for (const side of k % 2 === 0 ? ['a', 'b'] : ['b', 'a']) {
+      const t = performance.now();
+      const lat = await (side === 'a' ? opA() : opB());
+      const secs = (performance.now() - t) / 1000;
+      if (side === 'a') {
+        a.push(...lat);
+        secsA += secs;
+      } else {
+        b.push(...lat);
+        secsB += secs;
+      }
+    }
+  }
+  const sum = (l, secs) => {
+    l.sort((x, y) => x - y);
+    return { rate: l.length / secs, p50: pct(l, 50), p99: pct(l, 99) };
+  };
+  return { a: sum(a, secsA), b: sum(b, secsB) };
+}
+
+async function main() {
+  const empty = await scratch('empty');
+  const full = await scratch('full');
   const env = {
     PORT: '0',
-    DATABASE_URL: db,
     MCP_BENCH_TOOLS: 'true',
     LOG_LEVEL: 'log',
     DB_POOL_MAX: '20',
@@ -215,28 +233,50 @@ async function main() {
     QUOTA_RETAINED_TASKS_PER_OWNER: '100000000',
     RATE_LIMIT_PRINCIPAL_RPS: '0',
     RATE_LIMIT_ADDRESS_RPS: '0',
+    JANITOR_ENABLED: 'false',
   };
-  const main = await spawnServer([join(ROOT, 'dist', 'src', 'main.js')], { ...env, JANITOR_ENABLED: 'false' }, { cwd: ROOT });
+  const start = (db, label) =>
+    spawnServer([join(ROOT, 'dist', 'src', 'main.js')], { ...env, DATABASE_URL: db.url }, { label, cwd: ROOT });
+  const servers = [];
   const out = [];
   try {
-    const clients = await Promise.all(
-      Array.from({ length: CLIENTS }, async () => {
-        const sid = await openSession(main.url);
-        return { sid, taskId: await finishedTask(main.url, sid) };
-      }),
-    );
-    const empty = await measurePhase(main.url, clients);
-    console.log('empty', JSON.stringify(empty));
-    const fillSeconds = await fill(db);
+    const onEmpty = await start(empty, 'near-empty');
+    servers.push(onEmpty);
+    const onFull = await start(full, 'full'); // migrates the full database before it is filled
+    servers.push(onFull);
+    const fillSeconds = await fill(full.url);
     console.log(`filled ${ROWS} finished + ${LIVE} live rows in ${fillSeconds.toFixed(0)} s`);
-    const full = await measurePhase(main.url, clients);
-    console.log('full', JSON.stringify(full));
+    const clientsOf = (server) =>
+      Promise.all(
+        Array.from({ length: CLIENTS }, async () => {
+          const sid = await openSession(server.url);
+          return { sid, taskId: await finishedTask(server.url, sid) };
+        }),
+      );
+    const clientsE = await clientsOf(onEmpty);
+    const clientsF = await clientsOf(onFull);
+    const get = (server) => (c) => call(server.url, c.sid, 'tasks/get', { taskId: c.taskId });
+    const create = (server) => (c) => createTask(server.url, c.sid);
+    await windowLatencies(clientsE, get(onEmpty), 2);
+    await windowLatencies(clientsF, get(onFull), 2);
+    const gets = await paired(
+      () => windowLatencies(clientsE, get(onEmpty), WINDOW),
+      () => windowLatencies(clientsF, get(onFull), WINDOW),
+    );
+    console.log('tasks/get', JSON.stringify(gets));
+    const creates = await paired(
+      () => windowLatencies(clientsE, create(onEmpty), WINDOW),
+      () => windowLatencies(clientsF, create(onFull), WINDOW),
+    );
+    console.log('creation', JSON.stringify(creates));
 
-    // The janitor phase: a second instance deletes the 1M expired rows while the first serves tasks/get.
+    // The janitor phase: a second instance on the full database deletes the 1M expired rows while the first
+    // serves tasks/get; its windows alternate with windows where that instance is frozen (SIGSTOP).
     const sweeper = await spawnServer(
       [join(ROOT, 'dist', 'src', 'main.js')],
       {
         ...env,
+        DATABASE_URL: full.url,
         JANITOR_ENABLED: 'true',
         JANITOR_INTERVAL_MS: '1000',
         TASK_EXPIRED_GRACE_MS: '0',
@@ -247,43 +287,58 @@ async function main() {
     );
     let deleted = 0;
     let sweepSeconds = 0;
-    let during;
+    let sweep;
     try {
-      const t0 = performance.now();
-      during = await closedLoop(clients, (s) => call(main.url, s.sid, 'tasks/get', { taskId: s.taskId }));
-      console.log('during the sweep', JSON.stringify(during));
-      for (;;) {
-        deleted = await scrape(sweeper.base, 'mcp_janitor_rows_total', 'action="delete"');
-        if (deleted >= ROWS || performance.now() - t0 > SWEEP_MAX_SECONDS * 1000) break;
-        await new Promise((r) => setTimeout(r, 500));
-      }
-      sweepSeconds = (performance.now() - t0) / 1000;
+      await windowLatencies(clientsF, get(onFull), 2); // the sweeper starts its first run
+      sweep = await paired(
+        async () => {
+          const before = await scrape(sweeper.base, 'mcp_janitor_rows_total', 'action="delete"');
+          const t = performance.now();
+          const lat = await windowLatencies(clientsF, get(onFull), WINDOW);
+          sweepSeconds += (performance.now() - t) / 1000;
+          deleted += (await scrape(sweeper.base, 'mcp_janitor_rows_total', 'action="delete"')) - before;
+          return lat;
+        },
+        async () => {
+          sweeper.proc.kill('SIGSTOP');
+          try {
+            return await windowLatencies(clientsF, get(onFull), WINDOW);
+          } finally {
+            sweeper.proc.kill('SIGCONT');
+          }
+        },
+      );
     } finally {
       await stop(sweeper);
     }
-    console.log('janitor', JSON.stringify({ during, deleted, sweepSeconds }));
+    console.log('janitor', JSON.stringify({ sweep, deleted, sweepSeconds }));
 
     const f = (n, d = 0) => n.toFixed(d);
-    const ratio = (a, b) => `${(a / b).toFixed(2)}×`;
+    const ratio = (x, y) => `${(x / y).toFixed(2)}×`;
     out.push(
       `# bench/scale.mjs ${new Date().toISOString()}`,
       '',
       `${os.cpus().length} × ${os.cpus()[0].model}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}, ` +
-        `${CLIENTS} closed-loop clients, ${SECONDS} s windows after 2 s warm-up; ${ROWS} finished rows over 1,000 owners ` +
-        `and ${LIVE} live (input_required) tasks inserted in ${f(fillSeconds)} s; JANITOR_BATCH_SIZE ${BATCH ?? 'default'}, JANITOR_DUTY_PERCENT ${DUTY}`,
+        `${CLIENTS} closed-loop clients. Two servers, one on a near-empty database and one on a database holding ` +
+        `${ROWS} finished rows over 1,000 owners and ${LIVE} live (input_required) tasks (inserted in ${f(fillSeconds)} s); ` +
+        `${PAIRS} paired ${WINDOW} s windows alternating between them (and, for the janitor, between its instance ` +
+        `running and frozen), so both sides of each ratio see the same machine. JANITOR_BATCH_SIZE ${BATCH ?? 'default'}, ` +
+        `JANITOR_DUTY_PERCENT ${DUTY}.`,
       '',
-      '| measure | near-empty table | 1M finished + live rows | ratio | target |',
+      '| measure | baseline | measured | ratio | target |',
       '|---|---|---|---|---|',
-      `| tasks/get p99 | ${f(empty.get.p99, 2)} ms (${f(empty.get.rate)}/s) | ${f(full.get.p99, 2)} ms (${f(full.get.rate)}/s) | ${ratio(full.get.p99, empty.get.p99)} | ≤ 1.2× |`,
-      `| task creation rate | ${f(empty.create.rate)}/s (p99 ${f(empty.create.p99, 2)} ms) | ${f(full.create.rate)}/s (p99 ${f(full.create.p99, 2)} ms) | ${ratio(full.create.rate, empty.create.rate)} | ≥ 0.9× |`,
-      `| tasks/get p99 while the janitor deletes | ${f(full.get.p99, 2)} ms | ${f(during.p99, 2)} ms (${f(during.rate)}/s) | ${ratio(during.p99, full.get.p99)} | < 1.2× |`,
+      `| tasks/get p99: near-empty vs 1M finished + ${LIVE} live | ${f(gets.a.p99, 2)} ms (${f(gets.a.rate)}/s) | ${f(gets.b.p99, 2)} ms (${f(gets.b.rate)}/s) | ${ratio(gets.b.p99, gets.a.p99)} | ≤ 1.2× |`,
+      `| task creation rate: near-empty vs full | ${f(creates.a.rate)}/s (p99 ${f(creates.a.p99, 2)} ms) | ${f(creates.b.rate)}/s (p99 ${f(creates.b.p99, 2)} ms) | ${ratio(creates.b.rate, creates.a.rate)} | ≥ 0.9× |`,
+      `| tasks/get p99 on the full database: janitor frozen vs deleting | ${f(sweep.b.p99, 2)} ms (${f(sweep.b.rate)}/s) | ${f(sweep.a.p99, 2)} ms (${f(sweep.a.rate)}/s) | ${ratio(sweep.a.p99, sweep.b.p99)} | < 1.2× |`,
       '',
-      `Janitor: ${deleted} of ${ROWS} expired rows deleted in ${f(sweepSeconds, 1)} s by one instance = ${f(deleted / sweepSeconds)} rows/s ` +
-        `(1 s interval, JANITOR_BATCH_SIZE ${BATCH ?? 'default'}, ${DUTY}% duty). Errors: ${empty.get.errors + empty.create.errors + full.get.errors + full.create.errors + during.errors}.`,
+      `Janitor: ${deleted} expired rows deleted in ${f(sweepSeconds, 1)} s of running windows by one instance = ` +
+        `${f(deleted / sweepSeconds)} rows/s (1 s interval).`,
     );
   } finally {
-    await stop(main);
-    await admin(serverUrl, `DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`).catch(() => undefined);
+    await Promise.all(servers.map(stop));
+    for (const db of [empty, full]) {
+      await admin(serverUrl, `DROP DATABASE IF EXISTS "${db.name}" WITH (FORCE)`).catch(() => undefined);
+    }
   }
   const text = out.join('\n') + '\n';
   console.log(text);

@@ -427,7 +427,7 @@ export class AppConfig {
 
   /** Rows the janitor touches per transaction. */
   @IntEnv(1, 100000)
-  JANITOR_BATCH_SIZE = 500;
+  JANITOR_BATCH_SIZE = 100;
 
   /**
    * While it has a backlog, the share of wall time (percent) the janitor spends in its batches: after each
@@ -435,7 +435,7 @@ export class AppConfig {
    * traffic, higher clears a backlog sooner. Each step of a run continues at most JANITOR_INTERVAL_MS.
    */
   @IntEnv(1, 100)
-  JANITOR_DUTY_PERCENT = 50;
+  JANITOR_DUTY_PERCENT = 10;
 
   /** Run the periodic janitor on this instance (startup recovery runs regardless). */
   @BoolEnv()
