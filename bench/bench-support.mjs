@@ -1,5 +1,6 @@
 // Shared by the benchmarks: scratch databases on a PostgreSQL server, and percentile summaries.
 import { spawn } from 'node:child_process';
+import http from 'node:http';
 import pg from 'pg';
 
 /** Runs one statement on the server's `postgres` database (CREATE / DROP DATABASE). */
@@ -74,5 +75,49 @@ export function spawnServer(args, env = {}, { label = 'server', cwd, timeoutMs =
       clearTimeout(timer);
       reject(new Error(`${label} exited with ${code}:\n${out}`));
     });
+  });
+}
+
+/**
+ * POSTs a JSON-RPC body through `agent`; resolves { status, headers, json } where json is the JSON answer or,
+ * for an SSE answer, its last message carrying a result or an error.
+ */
+export function postRpc(agent, url, body, headers = {}) {
+  const data = JSON.stringify(body);
+  const u = new URL(url);
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      {
+        host: u.hostname,
+        port: u.port,
+        path: u.pathname,
+        method: 'POST',
+        agent,
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'content-length': Buffer.byteLength(data),
+          ...headers,
+        },
+      },
+      (res) => {
+        const chunks = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString();
+          let json;
+          if ((res.headers['content-type'] ?? '').includes('text/event-stream')) {
+            for (const line of text.split('\n')) {
+              if (!line.startsWith('data:')) continue;
+              const msg = JSON.parse(line.slice(5));
+              if ('result' in msg || 'error' in msg) json = msg;
+            }
+          } else if (text) json = JSON.parse(text);
+          resolve({ status: res.statusCode, headers: res.headers, json });
+        });
+      },
+    );
+    req.on('error', reject);
+    req.end(data);
   });
 }

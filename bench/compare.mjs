@@ -22,7 +22,7 @@ import http from 'node:http';
 import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { admin, pct, spawnServer } from './bench-support.mjs';
+import { admin, pct, postRpc, spawnServer } from './bench-support.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
@@ -43,45 +43,7 @@ if (!serverUrl) {
 // ---------- HTTP client: one keep-alive agent, JSON or SSE answers ----------
 const agent = new http.Agent({ keepAlive: true, maxSockets: CLIENTS * 2 });
 
-function post(url, body, headers = {}) {
-  const data = JSON.stringify(body);
-  const u = new URL(url);
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      {
-        host: u.hostname,
-        port: u.port,
-        path: u.pathname,
-        method: 'POST',
-        agent,
-        headers: {
-          'content-type': 'application/json',
-          accept: 'application/json, text/event-stream',
-          'content-length': Buffer.byteLength(data),
-          ...headers,
-        },
-      },
-      (res) => {
-        const chunks = [];
-        res.on('data', (c) => chunks.push(c));
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString();
-          let json;
-          if ((res.headers['content-type'] ?? '').includes('text/event-stream')) {
-            for (const line of text.split('\n')) {
-              if (!line.startsWith('data:')) continue;
-              const msg = JSON.parse(line.slice(5));
-              if ('result' in msg || 'error' in msg) json = msg;
-            }
-          } else if (text) json = JSON.parse(text);
-          resolve({ status: res.statusCode, headers: res.headers, json });
-        });
-      },
-    );
-    req.on('error', reject);
-    req.end(data);
-  });
-}
+const post = (url, body, headers = {}) => postRpc(agent, url, body, headers);
 
 let rpcId = 0;
 let polls = 0; // tasks/get calls made by the lifecycle scenarios, reported per lifecycle

@@ -22,7 +22,7 @@ import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { admin, pct, spawnServer } from './bench-support.mjs';
+import { admin, pct, postRpc, spawnServer } from './bench-support.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const ROWS = Number(process.env.SCALE_ROWS ?? 1_000_000);
@@ -44,37 +44,7 @@ if (!serverUrl) {
 const agent = new http.Agent({ keepAlive: true, maxSockets: CLIENTS * 2 });
 let rpcId = 0;
 
-function post(url, body, headers = {}) {
-  const data = JSON.stringify(body);
-  const u = new URL(url);
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      {
-        host: u.hostname,
-        port: u.port,
-        path: u.pathname,
-        method: 'POST',
-        agent,
-        headers: {
-          'content-type': 'application/json',
-          accept: 'application/json, text/event-stream',
-          'content-length': Buffer.byteLength(data),
-          ...headers,
-        },
-      },
-      (res) => {
-        const chunks = [];
-        res.on('data', (c) => chunks.push(c));
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString();
-          resolve({ status: res.statusCode, headers: res.headers, json: text ? JSON.parse(text) : undefined });
-        });
-      },
-    );
-    req.on('error', reject);
-    req.end(data);
-  });
-}
+const post = (url, body, headers = {}) => postRpc(agent, url, body, headers);
 
 async function call(url, sid, method, params) {
   const headers = { 'mcp-protocol-version': LEGACY, ...(sid ? { 'mcp-session-id': sid } : {}) };

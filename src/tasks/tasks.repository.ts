@@ -588,12 +588,9 @@ export class TasksRepository {
     limits: InputLimits,
   ): Promise<ParkResult> {
     return this.tx(async (m) => {
-      const locked = await this.lock(m, fence.taskId, null);
-      if (!locked) return { applied: false, reason: 'gone', task: null };
-      const current = locked.task;
-      if (!this.isCurrent(current, fence)) return { applied: false, reason: 'not_current', task: current };
-      const expired = await this.expireLockedIfDue(m, locked);
-      if (expired) return { applied: false, reason: 'expired', task: expired };
+      const held = await this.lockForWorker(m, fence);
+      if ('refused' in held) return held.refused;
+      const current = held.current;
       const broken = checkInputRound(current, requests, handlerState, limits);
       if (broken) {
         const task = await this.transition(
@@ -634,12 +631,9 @@ export class TasksRepository {
    */
   async setProgressMessage(fence: WorkerFence, statusMessage: string): Promise<WorkerWriteResult> {
     return this.tx(async (m) => {
-      const locked = await this.lock(m, fence.taskId, null);
-      if (!locked) return { applied: false, reason: 'gone', task: null };
-      const current = locked.task;
-      if (!this.isCurrent(current, fence)) return { applied: false, reason: 'not_current', task: current };
-      const expired = await this.expireLockedIfDue(m, locked);
-      if (expired) return { applied: false, reason: 'expired', task: expired };
+      const held = await this.lockForWorker(m, fence);
+      if ('refused' in held) return held.refused;
+      const current = held.current;
       // While a handshake-era worker waits for an answer, its input_required message stays.
       if (current.status !== 'working' || current.statusMessage === statusMessage) {
         return { applied: true, task: current, previous: current.status };
@@ -845,6 +839,29 @@ export class TasksRepository {
     return row ? { task: rowToSnapshot(row), pastTtl: row.due_now === true } : null;
   }
 
+  /**
+   * A worker write's first step: the fence's row locked, if it is still that run's (live, same generation,
+   * same instance) and not past created + ttl; otherwise why the write must not apply (a task found due is
+   * expired here, as every write path does).
+   */
+  private async lockForWorker(
+    m: SqlTx,
+    fence: WorkerFence,
+  ): Promise<
+    | { current: TaskSnapshot }
+    | { refused: { applied: false; reason: WorkerWriteRefusal; task: TaskSnapshot | null } }
+  > {
+    const locked = await this.lock(m, fence.taskId, null);
+    if (!locked) return { refused: { applied: false, reason: 'gone', task: null } };
+    const current = locked.task;
+    if (!this.isCurrent(current, fence)) {
+      return { refused: { applied: false, reason: 'not_current', task: current } };
+    }
+    const expired = await this.expireLockedIfDue(m, locked);
+    if (expired) return { refused: { applied: false, reason: 'expired', task: expired } };
+    return { current };
+  }
+
   private isCurrent(t: TaskSnapshot, fence: WorkerFence): boolean {
     return isLive(t.status) && t.generation === fence.generation && t.instanceId === fence.instanceId;
   }
@@ -905,12 +922,9 @@ export class TasksRepository {
     to: TaskStatus,
     fields: Partial<NextState>,
   ): Promise<WorkerWriteResult> {
-    const locked = await this.lock(m, fence.taskId, null);
-    if (!locked) return { applied: false, reason: 'gone', task: null };
-    const current = locked.task;
-    if (!this.isCurrent(current, fence)) return { applied: false, reason: 'not_current', task: current };
-    const expired = await this.expireLockedIfDue(m, locked);
-    if (expired) return { applied: false, reason: 'expired', task: expired };
+    const held = await this.lockForWorker(m, fence);
+    if ('refused' in held) return held.refused;
+    const current = held.current;
     if (current.status === to) {
       const task = await this.write(m, current, fields, { kind: 'keep' });
       return { applied: true, task, previous: current.status };
