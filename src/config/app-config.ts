@@ -314,6 +314,18 @@ export class AppConfig {
   @IntEnv(0, 1000000)
   SESSION_CACHE_MAX = 10000;
 
+  /**
+   * Finished tasks an instance keeps in memory after a read, until their ttl runs out (a finished task does
+   * not change, and nothing deletes it before its ttl + TASK_EXPIRED_GRACE_MS), so polls and tasks/result
+   * after the end need no database read (0: none kept).
+   */
+  @IntEnv(0, 1000000)
+  FINISHED_TASK_CACHE_MAX = 10000;
+
+  /** Memory those finished tasks may take, in bytes (approximate JSON size); a task over 1/64 of it is not kept. */
+  @IntEnv(0, 1073741824)
+  FINISHED_TASK_CACHE_BYTES = 33554432;
+
   @IntEnv(10, 100000)
   SSE_STREAM_RETENTION = 1000;
 

@@ -6,6 +6,7 @@ import { linkActiveSpanToTask } from '../telemetry/task-spans.js';
 import { captureTraceContext } from '../telemetry/trace-context.js';
 import { decideExecution, type CallSignals, type ExecutionDecision } from './execution-decision.js';
 import { decodeCursor, encodeCursor, isWellFormedTaskId, newTaskId } from './task-ids.js';
+import { FinishedTaskCache } from './finished-task-cache.js';
 import { isTerminal } from './task-state.js';
 import { TaskMetrics, type CreationMode } from './task-metrics.service.js';
 import { TaskRunnerService } from './task-runner.service.js';
@@ -92,6 +93,8 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
   private readonly waiters = new Map<string, Set<() => void>>();
   private offBus: (() => void) | undefined;
   private offResync: (() => void) | undefined;
+  /** Finished tasks as their owners last read them, until their ttl (they never change before then). */
+  private readonly finished: FinishedTaskCache;
 
   constructor(
     private readonly repo: TasksRepository,
@@ -100,7 +103,9 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     private readonly instances: InstancesService,
     private readonly config: AppConfig,
     private readonly metrics: TaskMetrics,
-  ) {}
+  ) {
+    this.finished = new FinishedTaskCache(config.FINISHED_TASK_CACHE_MAX, config.FINISHED_TASK_CACHE_BYTES);
+  }
 
   onModuleInit(): void {
     this.offBus = this.bus.subscribe(TASK_CHANNEL, (payload) => {
@@ -382,13 +387,20 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     return this.repo.ownedIds(ownerId, taskIds.filter(isWellFormedTaskId));
   }
 
-  /** The task as the database clock sees it: a live task past created + ttl is expired on the spot. */
+  /**
+   * The task as the database clock sees it: a live task past created + ttl is expired on the spot. A
+   * finished task read before its ttl ran out is answered from memory (see FinishedTaskCache).
+   */
   private async read(
     ownerId: string,
     taskId: string,
   ): Promise<{ task: TaskSnapshot; msUntilExpiry: number } | null> {
     if (!isWellFormedTaskId(taskId)) return null;
+    const cached = this.finished.get(ownerId, taskId);
+    if (cached) return cached;
+    const startedAt = performance.now();
     const found = await this.repo.findOwnedClocked(ownerId, taskId);
+    if (found && isTerminal(found.task.status)) this.finished.put(found.task, startedAt, found.msUntilExpiry);
     if (!found || !found.due) return found;
     const r = await this.repo.expireIfDue(ownerId, taskId);
     if (r?.applied) this.expiredHere(r.task);
