@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { DataSource, EntityManager } from 'typeorm';
+import type { DataSource } from 'typeorm';
 
 /** A statement the hot paths run often enough that PostgreSQL should parse and plan it once per connection. */
 export interface PreparedStatement {
@@ -20,24 +20,5 @@ export async function runPrepared<R extends pg.QueryResultRow>(
 ): Promise<R[]> {
   const pool = (dataSource.driver as unknown as { master: pg.Pool }).master;
   const result = await pool.query<R>({ name: statement.name, text: statement.text, values });
-  return result.rows;
-}
-
-/**
- * The same inside a transaction: runs the statement on the connection that holds `manager`'s transaction,
- * so it sees (and locks within) exactly what the transaction's other statements do. Errors are pg's own,
- * which the edges recognise by shape like TypeORM's.
- */
-export async function runPreparedIn<R extends pg.QueryResultRow>(
-  manager: EntityManager,
-  statement: PreparedStatement,
-  values: unknown[],
-): Promise<R[]> {
-  const runner = manager.queryRunner;
-  if (!runner?.isTransactionActive) {
-    throw new Error(`prepared statement ${statement.name} must run inside a transaction`);
-  }
-  const client = (await runner.connect()) as pg.PoolClient;
-  const result = await client.query<R>({ name: statement.name, text: statement.text, values });
   return result.rows;
 }

@@ -32,9 +32,9 @@ export interface SqlTx extends SqlRunner {
   notifyOnCommit(channel: string, payload: string): void;
   /**
    * A statement run last, in the COMMIT's round trip, for writes whose answer nobody waits for (an outbox
-   * row). It is plain SQL text: every value in it must come from `literal`. If it fails, so does the commit.
+   * row). `$n` placeholders take `values`, inlined as literals as in `first`. If it fails, so does the commit.
    */
-  atCommit(sql: string): void;
+  atCommit(sql: string, values?: unknown[]): void;
   /** A value as a quoted SQL literal (pg's own escaping), for atCommit statements. */
   literal(value: string): string;
 }
@@ -122,8 +122,8 @@ class PooledTx implements SqlTx {
     this.pending.push([channel, payload]);
   }
 
-  atCommit(sql: string): void {
-    this.statements.push(sql);
+  atCommit(sql: string, values: unknown[] = []): void {
+    this.statements.push(values.length === 0 ? sql : this.inline(sql, values));
   }
 
   literal(value: string): string {

@@ -12,6 +12,15 @@ export interface LoggedEvent {
   createdAt: Date;
 }
 
+/** Logs one event, numbered by the stream's counter row bumped in the same statement ($1 session, $2 stream). */
+const APPEND_EVENT = `WITH counter AS (
+    INSERT INTO mcp_sse_stream (session_id, stream_id, last_seq) VALUES ($1, $2, 1)
+    ON CONFLICT (session_id, stream_id) DO UPDATE SET last_seq = mcp_sse_stream.last_seq + 1
+    RETURNING last_seq)
+  INSERT INTO mcp_sse_event (session_id, stream_id, seq, payload, final)
+  SELECT $1, $2, counter.last_seq, $3::jsonb, $4::boolean FROM counter
+  RETURNING seq`;
+
 @Injectable()
 export class SseEventsRepository {
   constructor(@InjectRepository(SseEvent) private readonly repo: Repository<SseEvent>) {}
@@ -29,16 +38,12 @@ export class SseEventsRepository {
     manager?: SqlRunner,
   ): Promise<string> {
     const runner: SqlRunner = manager ?? this.repo.manager;
-    const rows = (await runner.query(
-      `WITH counter AS (
-         INSERT INTO mcp_sse_stream (session_id, stream_id, last_seq) VALUES ($1, $2, 1)
-         ON CONFLICT (session_id, stream_id) DO UPDATE SET last_seq = mcp_sse_stream.last_seq + 1
-         RETURNING last_seq)
-       INSERT INTO mcp_sse_event (session_id, stream_id, seq, payload, final)
-       SELECT $1, $2, counter.last_seq, $3, $4 FROM counter
-       RETURNING seq`,
-      [sessionId, streamId, payload === null ? null : JSON.stringify(payload), final],
-    )) as { seq: string }[];
+    const rows = (await runner.query(APPEND_EVENT, [
+      sessionId,
+      streamId,
+      payload === null ? null : JSON.stringify(payload),
+      final,
+    ])) as { seq: string }[];
     return String(rows[0].seq);
   }
 
@@ -47,15 +52,7 @@ export class SseEventsRepository {
    * when the transaction commits, numbered by the counter row it locks then. Its seq is not returned.
    */
   appendAtCommit(tx: SqlTx, sessionId: string, streamId: string, payload: Record<string, unknown>): void {
-    const [s, st, p] = [tx.literal(sessionId), tx.literal(streamId), tx.literal(JSON.stringify(payload))];
-    tx.atCommit(
-      `WITH counter AS (
-         INSERT INTO mcp_sse_stream (session_id, stream_id, last_seq) VALUES (${s}, ${st}, 1)
-         ON CONFLICT (session_id, stream_id) DO UPDATE SET last_seq = mcp_sse_stream.last_seq + 1
-         RETURNING last_seq)
-       INSERT INTO mcp_sse_event (session_id, stream_id, seq, payload, final)
-       SELECT ${s}, ${st}, counter.last_seq, ${p}::jsonb, false FROM counter`,
-    );
+    tx.atCommit(APPEND_EVENT, [sessionId, streamId, JSON.stringify(payload), false]);
   }
 
   async readAfter(

@@ -7,7 +7,6 @@ import { inTransaction, type SqlTx } from '../database/sql-transaction.js';
 import type { StoredTraceContext } from '../telemetry/trace-context.js';
 import type { ListPosition } from './task-ids.js';
 import { canTransition, isLive, LIVE_STATUSES, TERMINAL_STATUSES, type TaskStatus } from './task-state.js';
-import { Task } from './task.entity.js';
 import {
   inputKeyFor,
   LOCAL_INPUT_KEY,
@@ -212,34 +211,6 @@ export function rowToSnapshot(r: Row): TaskSnapshot {
   });
 }
 
-function entityToSnapshot(e: Task): TaskSnapshot {
-  return Object.freeze({
-    id: e.id,
-    ownerId: e.ownerId,
-    sessionId: e.sessionId,
-    era: e.era,
-    toolName: e.toolName,
-    status: e.status,
-    statusMessage: e.statusMessage,
-    createdAt: e.createdAt,
-    lastUpdatedAt: e.lastUpdatedAt,
-    ttlMs: e.ttlMs,
-    expiresAt: e.expiresAt,
-    pollIntervalMs: e.pollIntervalMs,
-    requestParams: e.requestParams,
-    result: e.result,
-    error: e.error,
-    inputRequests: e.inputRequests,
-    inputResponses: e.inputResponses,
-    handlerState: e.handlerState ?? null,
-    inputRounds: e.inputRounds,
-    generation: Number(e.generation),
-    instanceId: e.instanceId,
-    leaseExpiresAt: e.leaseExpiresAt,
-    traceContext: e.traceContext ?? null,
-  });
-}
-
 /** The mutable part of a row that one write replaces as a whole. */
 interface NextState {
   status: TaskStatus;
@@ -369,10 +340,12 @@ export class TasksRepository {
         ]);
         const task = rowToSnapshot(rows[0]);
         m.atCommit(`SELECT pg_advisory_xact_lock(${TASK_CREATE_LOCK_KEY})`);
-        m.atCommit(
-          `SELECT task_check_creation_limits(${m.literal(t.ownerId)}, ${sqlInt(limits.maxPerOwner)}, ` +
-            `${sqlInt(limits.maxRetainedPerOwner)}, ${sqlInt(limits.maxTotal)})`,
-        );
+        m.atCommit('SELECT task_check_creation_limits($1, $2::int, $3::int, $4::int)', [
+          t.ownerId,
+          limits.maxPerOwner,
+          limits.maxRetainedPerOwner,
+          limits.maxTotal,
+        ]);
         await this.publish(m, task, null);
         return task;
       });
@@ -384,11 +357,6 @@ export class TasksRepository {
   }
 
   // ---------------------------------------------------------------- owner-scoped reads
-
-  async findOwned(ownerId: string, id: string): Promise<TaskSnapshot | null> {
-    const e = await this.dataSource.getRepository(Task).findOneBy({ id, ownerId });
-    return e ? entityToSnapshot(e) : null;
-  }
 
   /** The owner's task and where it stands against the database clock (never the app clock). */
   async findOwnedClocked(ownerId: string, id: string): Promise<ClockedTask | null> {
@@ -1024,12 +992,6 @@ export class TasksRepository {
     for (const hook of this.changeHooks) await hook(m, task, previous);
     await this.bus.publish(TASK_CHANNEL, { ...change }, m);
   }
-}
-
-/** A limit as an SQL integer literal (config values are integers; anything else is a bug, not SQL). */
-function sqlInt(n: number): string {
-  if (!Number.isSafeInteger(n)) throw new Error(`creation limit must be an integer, got ${n}`);
-  return String(n);
 }
 
 /** The error a creation refused at one of its limits answers with. */
