@@ -27,6 +27,85 @@ const STRIPES = 64;
  *   leave exactly min(N, L); a finish not yet committed is not seen, exactly as with count(*). The lock is
  *   held for one round trip only, not across the application's turns between statements.
  */
+/**
+ * The statement trigger function for one bulk operation: what the statement added and took away, per owner
+ * and stripe, upserted in key order (owner rows, then total rows). Shared with later migrations.
+ */
+export function usageBulkFunction(op: string, sources: string): string {
+  return `
+        CREATE FUNCTION "task_usage_bulk_${op}"() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF current_setting('mcp.task_bulk', true) IS DISTINCT FROM 'on' THEN
+            RETURN NULL;
+          END IF;
+          WITH changed AS (${sources}),
+          delta AS (
+            SELECT owner_id, (abs(hashtext(id)) % ${STRIPES})::smallint AS stripe,
+                   sum(CASE WHEN status IN ${LIVE} THEN sign ELSE 0 END)::int AS live,
+                   sum(CASE WHEN status IN ${LIVE} THEN 0 ELSE sign END)::int AS retained
+              FROM changed GROUP BY 1, 2)
+          INSERT INTO "task_usage" AS u (owner_id, stripe, live, retained)
+          SELECT owner_id, stripe, live, retained FROM delta WHERE live <> 0 OR retained <> 0
+           ORDER BY owner_id, stripe
+          ON CONFLICT (owner_id, stripe)
+            DO UPDATE SET live = u.live + EXCLUDED.live, retained = u.retained + EXCLUDED.retained;
+          WITH changed AS (${sources}),
+          delta AS (
+            SELECT (abs(hashtext(id)) % ${STRIPES})::smallint AS stripe,
+                   sum(CASE WHEN status IN ${LIVE} THEN sign ELSE 0 END)::int AS live
+              FROM changed GROUP BY 1)
+          INSERT INTO "task_usage_total" AS u (stripe, live)
+          SELECT stripe, live FROM delta WHERE live <> 0 ORDER BY stripe
+          ON CONFLICT (stripe) DO UPDATE SET live = u.live + EXCLUDED.live;
+          RETURN NULL;
+        END $$`;
+}
+
+/**
+ * The row trigger function. `bulkInserts`: inserts in a bulk transaction stand aside too (a statement
+ * trigger counts them; migration TaskUsageBulkInsert); without it, inserts are always counted here.
+ */
+export function usageRowFunction(bulkInserts: boolean): string {
+  const bulkInsertGuard = bulkInserts
+    ? `
+        IF TG_OP = 'INSERT' AND current_setting('mcp.task_bulk', true) IS NOT DISTINCT FROM 'on' THEN
+          RETURN NULL; -- counted by the statement trigger
+        END IF;`
+    : '';
+  return `
+      CREATE FUNCTION "task_usage_row"() RETURNS trigger LANGUAGE plpgsql AS $$
+      DECLARE
+        owner text;
+        task_id text;
+        d_live int := 0;
+        d_retained int := 0;
+        s smallint;
+      BEGIN${bulkInsertGuard}
+        IF TG_OP = 'INSERT' THEN
+          owner := NEW.owner_id; task_id := NEW.id;
+          IF NEW.status IN ${LIVE} THEN d_live := 1; ELSE d_retained := 1; END IF;
+        ELSIF current_setting('mcp.task_bulk', true) IS NOT DISTINCT FROM 'on' THEN
+          RETURN NULL; -- counted by the statement trigger
+        ELSIF TG_OP = 'DELETE' THEN
+          owner := OLD.owner_id; task_id := OLD.id;
+          IF OLD.status IN ${LIVE} THEN d_live := -1; ELSE d_retained := -1; END IF;
+        ELSE
+          owner := NEW.owner_id; task_id := NEW.id;
+          IF NEW.status IN ${LIVE} THEN d_live := 1; d_retained := -1; ELSE d_live := -1; d_retained := 1; END IF;
+        END IF;
+        s := (abs(hashtext(task_id)) % ${STRIPES})::smallint;
+        INSERT INTO "task_usage" AS u (owner_id, stripe, live, retained)
+        VALUES (owner, s, d_live, d_retained)
+        ON CONFLICT (owner_id, stripe)
+          DO UPDATE SET live = u.live + EXCLUDED.live, retained = u.retained + EXCLUDED.retained;
+        IF d_live <> 0 THEN
+          INSERT INTO "task_usage_total" AS u (stripe, live) VALUES (s, d_live)
+          ON CONFLICT (stripe) DO UPDATE SET live = u.live + EXCLUDED.live;
+        END IF;
+        RETURN NULL;
+      END $$`;
+}
+
 export class TaskUsageCounters1765110000000 implements MigrationInterface {
   name = 'TaskUsageCounters1765110000000';
 
@@ -54,71 +133,14 @@ export class TaskUsageCounters1765110000000 implements MigrationInterface {
          UNION ALL SELECT owner_id, id, status, -1 FROM old_rows`,
       ],
     ] as const) {
-      await q.query(`
-        CREATE FUNCTION "task_usage_bulk_${op}"() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-          IF current_setting('mcp.task_bulk', true) IS DISTINCT FROM 'on' THEN
-            RETURN NULL;
-          END IF;
-          WITH changed AS (${sources}),
-          delta AS (
-            SELECT owner_id, (abs(hashtext(id)) % ${STRIPES})::smallint AS stripe,
-                   sum(CASE WHEN status IN ${LIVE} THEN sign ELSE 0 END)::int AS live,
-                   sum(CASE WHEN status IN ${LIVE} THEN 0 ELSE sign END)::int AS retained
-              FROM changed GROUP BY 1, 2)
-          INSERT INTO "task_usage" AS u (owner_id, stripe, live, retained)
-          SELECT owner_id, stripe, live, retained FROM delta WHERE live <> 0 OR retained <> 0
-           ORDER BY owner_id, stripe
-          ON CONFLICT (owner_id, stripe)
-            DO UPDATE SET live = u.live + EXCLUDED.live, retained = u.retained + EXCLUDED.retained;
-          WITH changed AS (${sources}),
-          delta AS (
-            SELECT (abs(hashtext(id)) % ${STRIPES})::smallint AS stripe,
-                   sum(CASE WHEN status IN ${LIVE} THEN sign ELSE 0 END)::int AS live
-              FROM changed GROUP BY 1)
-          INSERT INTO "task_usage_total" AS u (stripe, live)
-          SELECT stripe, live FROM delta WHERE live <> 0 ORDER BY stripe
-          ON CONFLICT (stripe) DO UPDATE SET live = u.live + EXCLUDED.live;
-          RETURN NULL;
-        END $$`);
+      await q.query(usageBulkFunction(op, sources));
     }
     // Everything else, row by row at COMMIT (deferred constraint triggers): inserts always; updates that
     // change a row's liveness and deletes unless the transaction is bulk. Counting at commit keeps the
     // counter rows locked for the commit only, never across the application's turns between statements.
     // NEW/OLD are the row as that statement saw it, so several changes of one row in one transaction each
     // count their own step and the sum comes out right.
-    await q.query(`
-      CREATE FUNCTION "task_usage_row"() RETURNS trigger LANGUAGE plpgsql AS $$
-      DECLARE
-        owner text;
-        task_id text;
-        d_live int := 0;
-        d_retained int := 0;
-        s smallint;
-      BEGIN
-        IF TG_OP = 'INSERT' THEN
-          owner := NEW.owner_id; task_id := NEW.id;
-          IF NEW.status IN ${LIVE} THEN d_live := 1; ELSE d_retained := 1; END IF;
-        ELSIF current_setting('mcp.task_bulk', true) IS NOT DISTINCT FROM 'on' THEN
-          RETURN NULL; -- counted by the statement trigger
-        ELSIF TG_OP = 'DELETE' THEN
-          owner := OLD.owner_id; task_id := OLD.id;
-          IF OLD.status IN ${LIVE} THEN d_live := -1; ELSE d_retained := -1; END IF;
-        ELSE
-          owner := NEW.owner_id; task_id := NEW.id;
-          IF NEW.status IN ${LIVE} THEN d_live := 1; d_retained := -1; ELSE d_live := -1; d_retained := 1; END IF;
-        END IF;
-        s := (abs(hashtext(task_id)) % ${STRIPES})::smallint;
-        INSERT INTO "task_usage" AS u (owner_id, stripe, live, retained)
-        VALUES (owner, s, d_live, d_retained)
-        ON CONFLICT (owner_id, stripe)
-          DO UPDATE SET live = u.live + EXCLUDED.live, retained = u.retained + EXCLUDED.retained;
-        IF d_live <> 0 THEN
-          INSERT INTO "task_usage_total" AS u (stripe, live) VALUES (s, d_live)
-          ON CONFLICT (stripe) DO UPDATE SET live = u.live + EXCLUDED.live;
-        END IF;
-        RETURN NULL;
-      END $$`);
+    await q.query(usageRowFunction(false));
     // The creation limits, checked under the creation advisory lock after the new row is in (it is not
     // counted yet: see above). Each refusal has its own SQLSTATE, which the registry maps to its error.
     await q.query(`

@@ -395,6 +395,13 @@ export class AppConfig {
   @IntEnv(1000, 3600000)
   TASK_LEASE_MS = 30000;
 
+  /**
+   * Most task creations, or most worker outcomes, that one instance commits in one transaction when they
+   * arrive while the previous group is still in flight (group commit; 1 turns it off). See docs/architecture.md.
+   */
+  @IntEnv(1, 1000)
+  TASK_COMMIT_GROUP_MAX = 64;
+
   /** lock_timeout of every task transaction, so a stuck lock surfaces as an error instead of a hang. */
   @IntEnv(100, 60000)
   TASK_LOCK_TIMEOUT_MS = 5000;

@@ -15,6 +15,7 @@ import { TaskChangeVersion1765031500000 } from '../../migrations/1765031500000-t
 import { AddTaskTraceContext1765047318245 } from '../../migrations/1765047318245-add-task-trace-context.js';
 import { SessionPrincipalLiveIndex1765071946000 } from '../../migrations/1765071946000-session-principal-live-index.js';
 import { TaskUsageCounters1765110000000 } from '../../migrations/1765110000000-task-usage-counters.js';
+import { TaskUsageBulkInsert1765120000000 } from '../../migrations/1765120000000-task-usage-bulk-insert.js';
 
 /**
  * The one list of entities and migrations. Explicit classes rather than globs, so the app, the TypeORM CLI
@@ -40,4 +41,5 @@ export const MIGRATIONS = [
   AddTaskTraceContext1765047318245,
   SessionPrincipalLiveIndex1765071946000,
   TaskUsageCounters1765110000000,
+  TaskUsageBulkInsert1765120000000,
 ];

@@ -68,6 +68,23 @@ export class TaskMetrics {
       labelNames: ['op'] as const,
       registers,
     });
+    const groupSize = new Histogram({
+      name: 'mcp_task_commit_group_size',
+      help: 'Task writes committed together in one transaction (group commit), by kind (create, finish).',
+      labelNames: ['kind'] as const,
+      buckets: [1, 2, 4, 8, 16, 32, 64, 128],
+      registers,
+    });
+    const groupFallbacks = new Counter({
+      name: 'mcp_task_commit_group_fallbacks_total',
+      help: 'Commit groups that could not commit as one (a limit, a lock timeout, a lost connection) and ran each write alone.',
+      labelNames: ['kind'] as const,
+      registers,
+    });
+    repo.onCommitGroup((kind, size, fellBack) => {
+      groupSize.observe({ kind }, size);
+      if (fellBack) groupFallbacks.inc({ kind });
+    });
     const logger = this.logger;
     new Gauge({
       name: 'mcp_tasks_active',

@@ -200,6 +200,16 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
   }
 
   /**
+   * When this instance's run of the task has returned and its outcome is being written, the promise of that
+   * write (it settles when the write lands or is given up); otherwise undefined. A read that waits for it
+   * answers with the outcome instead of a "working" the client would only poll again.
+   */
+  outcomeInFlight(taskId: string): Promise<void> | undefined {
+    const entry = this.running.get(taskId);
+    return entry?.settled ? entry.done : undefined;
+  }
+
+  /**
    * Aborts the local run of a task, if any, whatever its generation (cancellation and expiry end the task
    * itself; on this instance they do not wait for the bus).
    */

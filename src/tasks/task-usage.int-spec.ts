@@ -1,6 +1,7 @@
 import type { INestApplication } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { TaskUsageCounters1765110000000 } from '../../migrations/1765110000000-task-usage-counters.js';
+import { TaskUsageBulkInsert1765120000000 } from '../../migrations/1765120000000-task-usage-bulk-insert.js';
 import { createTestApp } from '../../test/support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
 import { ControlledExecutor, sleep } from '../../test/support/controlled-executor.js';
@@ -149,9 +150,11 @@ describe('task usage counters (real PostgreSQL)', () => {
 
   it('the migration counts the rows already there (down, rows written meanwhile, up)', async () => {
     const migration = new TaskUsageCounters1765110000000();
+    const bulkInsert = new TaskUsageBulkInsert1765120000000();
     const runner = app.get(DataSource).createQueryRunner();
     try {
       await runner.startTransaction();
+      await bulkInsert.down(runner);
       await migration.down(runner);
       await runner.query(
         `INSERT INTO task (id, owner_id, era, tool_name, status, created_at, last_updated_at, ttl_ms, expires_at,
@@ -161,6 +164,7 @@ describe('task usage counters (real PostgreSQL)', () => {
            FROM generate_series(1, 90) g`,
       );
       await migration.up(runner);
+      await bulkInsert.up(runner);
       await runner.commitTransaction();
     } catch (err) {
       await runner.rollbackTransaction();

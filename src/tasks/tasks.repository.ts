@@ -5,6 +5,7 @@ import { AppConfig } from '../config/app-config.js';
 import { runPrepared, type PreparedStatement } from '../database/prepared-query.js';
 import { inTransaction, type SqlTx } from '../database/sql-transaction.js';
 import type { StoredTraceContext } from '../telemetry/trace-context.js';
+import { CommitGroupQueue, ON_ITS_OWN } from './commit-group.js';
 import type { ListPosition } from './task-ids.js';
 import { canTransition, isLive, LIVE_STATUSES, TERMINAL_STATUSES, type TaskStatus } from './task-state.js';
 import {
@@ -233,16 +234,42 @@ interface LockedTask {
 
 type LeaseChange = { kind: 'keep' } | { kind: 'clear' } | { kind: 'renew'; ms: number };
 
-const INSERT_TASK: PreparedStatement = {
-  name: 'mcp_task_insert',
-  text: `INSERT INTO task (id, owner_id, session_id, era, tool_name, status, status_message, created_at,
-                         last_updated_at, ttl_ms, expires_at, poll_interval_ms, request_params,
-                         instance_id, lease_expires_at, trace_context)
-         VALUES ($1, $2, $3, $4, $5, 'working', $6, ${NOW_MS}, ${NOW_MS}, $7::int,
-                 ${NOW_MS} + $7::int * interval '1 millisecond', $8, $9::jsonb, $10,
-                 now() + $11::int * interval '1 millisecond', $12::jsonb)
-         RETURNING ${SNAPSHOT_COLUMNS}`,
-};
+const INSERT_COLUMNS = `id, owner_id, session_id, era, tool_name, status, status_message, created_at,
+  last_updated_at, ttl_ms, expires_at, poll_interval_ms, request_params, instance_id, lease_expires_at,
+  trace_context`;
+/** Values one new row takes (see insertValues), and the row they make, from placeholder $offset+1 on. */
+const INSERT_ARITY = 12;
+function insertTuple(offset: number): string {
+  const $ = (n: number): string => `$${n + offset}`;
+  return `(${$(1)}, ${$(2)}, ${$(3)}, ${$(4)}, ${$(5)}, 'working', ${$(6)}, ${NOW_MS}, ${NOW_MS}, ${$(7)}::int,
+           ${NOW_MS} + ${$(7)}::int * interval '1 millisecond', ${$(8)}, ${$(9)}::jsonb, ${$(10)},
+           now() + ${$(11)}::int * interval '1 millisecond', ${$(12)}::jsonb)`;
+}
+function insertValues(t: NewTask): unknown[] {
+  return [
+    t.id,
+    t.ownerId,
+    t.sessionId,
+    t.era,
+    t.toolName,
+    t.statusMessage ?? null,
+    t.ttlMs,
+    t.pollIntervalMs,
+    JSON.stringify(t.requestParams),
+    t.instanceId,
+    t.leaseMs,
+    t.traceContext ? JSON.stringify(t.traceContext) : null,
+  ];
+}
+/** INSERT of `n` rows (a commit group's creations are one statement). */
+function insertStatement(n: number): PreparedStatement {
+  const tuples = Array.from({ length: n }, (_, i) => insertTuple(i * INSERT_ARITY)).join(', ');
+  return {
+    name: n === 1 ? 'mcp_task_insert' : `mcp_task_insert_${n}`,
+    text: `INSERT INTO task (${INSERT_COLUMNS}) VALUES ${tuples} RETURNING ${SNAPSHOT_COLUMNS}`,
+  };
+}
+const INSERT_TASK = insertStatement(1);
 
 /** The SQLSTATEs task_check_creation_limits raises (migration TaskUsageCounters), by the limit hit. */
 const LIMIT_SQLSTATES: Record<string, 'owner_live' | 'owner_retained' | 'total_live'> = {
@@ -293,8 +320,85 @@ const FINISH_IF_CURRENT: PreparedStatement = {
            .join(', ')}, cur.prev AS previous_status`,
 };
 
+/**
+ * FINISH_IF_CURRENT for several runs at once (a commit group of worker outcomes), with the same conditions
+ * per row. The rows are locked in id order, so two such statements cannot deadlock over them; a row that
+ * is not written comes back as no row, and its outcome goes on its own path (which says why).
+ */
+const FINISH_GROUP_ARITY = 7;
+function finishGroupStatement(n: number): PreparedStatement {
+  const tuples = Array.from({ length: n }, (_, i) => {
+    const $ = (k: number): string => `$${i * FINISH_GROUP_ARITY + k}`;
+    return `(${$(1)}::text, ${$(2)}::bigint, ${$(3)}::uuid, ${$(4)}::text, ${$(5)}::text, ${$(6)}::boolean, ${$(7)}::jsonb)`;
+  }).join(', ');
+  return {
+    name: `mcp_task_finish_group_${n}`,
+    text: `WITH v (id, generation, instance_id, status, status_message, ok, payload) AS (VALUES ${tuples}),
+           cur AS (
+             SELECT t.id, t.status AS prev FROM task t JOIN v ON v.id = t.id
+              WHERE t.status IN ${LIVE_SQL} AND t.generation = v.generation AND t.instance_id = v.instance_id
+                AND t.expires_at > now()
+              ORDER BY t.id
+              FOR UPDATE OF t)
+           UPDATE task t SET status = v.status, status_message = v.status_message,
+                  result = CASE WHEN v.ok THEN v.payload ELSE t.result END,
+                  error = CASE WHEN v.ok THEN t.error ELSE v.payload END,
+                  input_requests = '{}', instance_id = NULL, lease_expires_at = NULL,
+                  last_updated_at = ${NOW_MS}
+             FROM cur JOIN v ON v.id = cur.id
+            WHERE t.id = cur.id
+           RETURNING ${SNAPSHOT_COLUMNS.split(',')
+             .map((c) => `t.${c.trim()}`)
+             .join(', ')}, cur.prev AS previous_status`,
+  };
+}
+
 const EXPIRED: TaskErrorPayload = { code: -32603, message: 'Task expired' };
 const WORKER_LOST_MESSAGE = 'worker lost: the server running this task stopped';
+
+/** kind: what the group committed; size: its entries; fellBack: it failed and each entry ran alone. */
+export type CommitGroupListener = (kind: 'create' | 'finish', size: number, fellBack: boolean) => void;
+
+interface Creation {
+  task: NewTask;
+  limits: CreationLimits;
+}
+
+type OutcomeFields = {
+  result?: Record<string, unknown>;
+  error?: TaskErrorPayload;
+  statusMessage: string | null;
+};
+
+interface Outcome {
+  fence: WorkerFence;
+  to: 'completed' | 'failed';
+  fields: OutcomeFields;
+}
+
+/**
+ * Change hooks lock per-session rows (the SSE stream counter): every transaction that publishes changes of
+ * several sessions does so in this one order, so none can wait for another in a circle over them.
+ */
+function bySessionRow(a: Row, b: Row): number {
+  return ((a.session_id as string | null) ?? '').localeCompare((b.session_id as string | null) ?? '');
+}
+function bySession(a: TaskSnapshot, b: TaskSnapshot): number {
+  return (a.sessionId ?? '').localeCompare(b.sessionId ?? '');
+}
+
+function strictest(a: CreationLimits, b: CreationLimits): CreationLimits {
+  return {
+    maxPerOwner: Math.min(a.maxPerOwner, b.maxPerOwner),
+    maxTotal: Math.min(a.maxTotal, b.maxTotal),
+    maxRetainedPerOwner: Math.min(a.maxRetainedPerOwner, b.maxRetainedPerOwner),
+  };
+}
+
+/** limit + 1, within PostgreSQL's int (a limit that large never binds anyway). */
+function oneMore(limit: number): number {
+  return Math.min(limit + 1, 2_147_483_647);
+}
 
 /**
  * The only code that reads or writes the task table, and the only code that takes its locks. Every change
@@ -306,38 +410,66 @@ const WORKER_LOST_MESSAGE = 'worker lost: the server running this task stopped';
 export class TasksRepository {
   private readonly changeHooks: TaskChangeHook[] = [];
 
+  /** Creations that arrive while another group of them commits go together (see insertGroup). */
+  private readonly creations: CommitGroupQueue<Creation, TaskSnapshot>;
+  /** Worker outcomes likewise (see finishGroup). */
+  private readonly outcomes: CommitGroupQueue<Outcome, WorkerWriteResult>;
+  private readonly groupListeners: CommitGroupListener[] = [];
+  /** Transactions whose deferred counter triggers are already queued to fire before their outbox rows. */
+  private readonly countedNow = new WeakSet<SqlTx>();
+
   constructor(
     private readonly dataSource: DataSource,
     private readonly bus: PgBusService,
     private readonly config: AppConfig,
-  ) {}
+  ) {
+    const maxGroup = config.TASK_COMMIT_GROUP_MAX;
+    // Creation groups queue behind the creation lock anyway: one in flight, the next one filling up.
+    this.creations = new CommitGroupQueue({
+      maxGroup,
+      maxInFlight: 1,
+      runGroup: (entries) => this.insertGroup(entries),
+      runOne: (c) => this.insertAlone(c.task, c.limits),
+      onGroup: (size, fellBack) => this.groupListeners.forEach((l) => l('create', size, fellBack)),
+    });
+    this.outcomes = new CommitGroupQueue({
+      maxGroup,
+      // Outcomes take no shared lock: several groups at once keep a finished run's wait short (a read of
+      // the task waits for it), leaving half the pool to everything else.
+      maxInFlight: Math.max(1, Math.floor(config.DB_POOL_MAX / 2)),
+      runGroup: (entries) => this.finishGroup(entries),
+      runOne: (o) => this.finishAlone(o.fence, o.to, o.fields),
+      onGroup: (size, fellBack) => this.groupListeners.forEach((l) => l('finish', size, fellBack)),
+    });
+  }
+
+  /** Told of every commit group once it has run (the metrics). */
+  onCommitGroup(listener: CommitGroupListener): void {
+    this.groupListeners.push(listener);
+  }
 
   // ---------------------------------------------------------------- creation
 
   /**
-   * Inserts a task unless a creation limit is reached. The row goes in first; the round trip that commits
-   * then takes the creation advisory lock and checks the limits against the usage counters (which count a
-   * creation at its commit), so the lock is held for that one round trip only. Creations checked before
-   * this one have committed, so the counts cannot miss one: N parallel creates against a limit of L leave
-   * exactly min(N, L) live tasks. A refusal rolls the insert back. See migration TaskUsageCounters.
+   * Inserts a task unless a creation limit is reached: N parallel creates against a limit of L leave
+   * exactly min(N, L) live tasks, and each refused one gets its limit's error. Creations arriving together
+   * are committed as a group (insertGroup); a group that cannot take them all runs each one alone.
    */
-  async insertWithLimits(t: NewTask, limits: CreationLimits): Promise<TaskSnapshot> {
+  insertWithLimits(t: NewTask, limits: CreationLimits): Promise<TaskSnapshot> {
+    return this.creations.submit({ task: t, limits });
+  }
+
+  /**
+   * One creation in its own transaction. The row goes in first; the round trip that commits then takes the
+   * creation advisory lock and checks the limits against the usage counters (which count a creation at its
+   * commit), so the lock is held for that one round trip only. Creations checked before this one have
+   * committed, so the counts cannot miss one. A refusal rolls the insert back. See migration
+   * TaskUsageCounters.
+   */
+  private async insertAlone(t: NewTask, limits: CreationLimits): Promise<TaskSnapshot> {
     try {
       return await this.tx(async (m) => {
-        const rows = await m.first<Row>(INSERT_TASK, [
-          t.id,
-          t.ownerId,
-          t.sessionId,
-          t.era,
-          t.toolName,
-          t.statusMessage ?? null,
-          t.ttlMs,
-          t.pollIntervalMs,
-          JSON.stringify(t.requestParams),
-          t.instanceId,
-          t.leaseMs,
-          t.traceContext ? JSON.stringify(t.traceContext) : null,
-        ]);
+        const rows = await m.first<Row>(INSERT_TASK, insertValues(t));
         const task = rowToSnapshot(rows[0]);
         m.atCommit(`SELECT pg_advisory_xact_lock(${TASK_CREATE_LOCK_KEY})`);
         m.atCommit('SELECT task_check_creation_limits($1, $2::int, $3::int, $4::int)', [
@@ -354,6 +486,55 @@ export class TasksRepository {
       if (limit) throw limitRefusal(limit, limits);
       throw err;
     }
+  }
+
+  /**
+   * Several creations in one transaction, the creation lock held from its first round trip to its commit:
+   * one multi-row INSERT (a bulk transaction, so a statement trigger counts the rows at once, in the
+   * counters' key order: migration TaskUsageBulkInsert), then the limits checked once per owner against
+   * counters that already include the group. A group passes only if every owner's count, and the total,
+   * still fit with all of its rows in, so each creation in it fits too; otherwise the whole group rolls back
+   * and each creation runs alone (insertAlone), which gives each its exact answer.
+   */
+  private async insertGroup(entries: Creation[]): Promise<TaskSnapshot[]> {
+    return inTransaction(
+      this.dataSource,
+      {
+        lockTimeoutMs: this.config.TASK_LOCK_TIMEOUT_MS,
+        advisoryLock: TASK_CREATE_LOCK_KEY,
+        localSettings: { 'mcp.task_bulk': 'on' },
+      },
+      async (m) => {
+        const rows = await m.first<Row>(
+          insertStatement(entries.length),
+          entries.flatMap((e) => insertValues(e.task)),
+        );
+        const byId = new Map(rows.map((r) => [r.id as string, rowToSnapshot(r)]));
+        // The strictest limits any entry of an owner carries (they come from one configuration).
+        const owners = new Map<string, CreationLimits>();
+        for (const { task, limits } of entries) {
+          const seen = owners.get(task.ownerId);
+          owners.set(task.ownerId, seen ? strictest(seen, limits) : limits);
+        }
+        const total = Math.min(...entries.map((e) => e.limits.maxTotal));
+        // The counters hold this group's rows already: "refused when count >= limit" must become > limit.
+        for (const [owner, l] of owners) {
+          m.atCommit('SELECT task_check_creation_limits($1, $2::int, $3::int, $4::int)', [
+            owner,
+            oneMore(l.maxPerOwner),
+            l.maxRetainedPerOwner,
+            oneMore(total),
+          ]);
+        }
+        const created = entries.map(({ task: t }) => {
+          const task = byId.get(t.id);
+          if (!task) throw new Error(`commit group: no row came back for task ${t.id}`);
+          return task;
+        });
+        for (const task of [...created].sort(bySession)) await this.publish(m, task, null);
+        return created;
+      },
+    );
   }
 
   // ---------------------------------------------------------------- owner-scoped reads
@@ -757,10 +938,7 @@ export class TasksRepository {
       ),
     );
     const swept: SweptTask[] = [];
-    // Change hooks lock per-session rows (the SSE stream counter); one order for every batch avoids deadlocks.
-    rows.sort((a, b) =>
-      ((a.session_id as string | null) ?? '').localeCompare((b.session_id as string | null) ?? ''),
-    );
+    rows.sort(bySessionRow);
     for (const r of rows) {
       const task = rowToSnapshot(r);
       await this.publish(m, task, r.previous_status as TaskStatus);
@@ -850,10 +1028,18 @@ export class TasksRepository {
    * the common case; otherwise, in the same transaction, the general path that locks the row and says why
    * the write was refused (expiring the task if it is due).
    */
-  private async finishIfCurrent(
+  private finishIfCurrent(
     fence: WorkerFence,
     to: 'completed' | 'failed',
-    fields: { result?: Record<string, unknown>; error?: TaskErrorPayload; statusMessage: string | null },
+    fields: OutcomeFields,
+  ): Promise<WorkerWriteResult> {
+    return this.outcomes.submit({ fence, to, fields });
+  }
+
+  private async finishAlone(
+    fence: WorkerFence,
+    to: 'completed' | 'failed',
+    fields: OutcomeFields,
   ): Promise<WorkerWriteResult> {
     return this.tx(async (m) => {
       const completed = to === 'completed';
@@ -874,6 +1060,44 @@ export class TasksRepository {
       }
       return this.workerWriteIn(m, fence, to, fields);
     });
+  }
+
+  /**
+   * Several runs' outcomes in one transaction: one FINISH statement for all of them (finishGroupStatement;
+   * a bulk transaction, so the counters move in key order as one statement's change). The outcomes it did
+   * not write (not current, due, gone, or a second outcome of a task already in the group) go on their own
+   * path afterwards, where each learns why; those it wrote commit together.
+   */
+  private async finishGroup(entries: Outcome[]): Promise<Array<WorkerWriteResult | typeof ON_ITS_OWN>> {
+    const answers: Array<WorkerWriteResult | typeof ON_ITS_OWN> = entries.map(() => ON_ITS_OWN);
+    const firstOfTask = new Map<string, number>();
+    entries.forEach((e, i) => {
+      if (!firstOfTask.has(e.fence.taskId)) firstOfTask.set(e.fence.taskId, i);
+    });
+    const grouped = [...firstOfTask.values()].map((i) => entries[i]);
+    const values = grouped.flatMap(({ fence, to, fields }) => [
+      fence.taskId,
+      fence.generation,
+      fence.instanceId,
+      to,
+      fields.statusMessage,
+      to === 'completed',
+      JSON.stringify(to === 'completed' ? fields.result : fields.error),
+    ]);
+    return inTransaction(
+      this.dataSource,
+      { lockTimeoutMs: this.config.TASK_LOCK_TIMEOUT_MS, localSettings: { 'mcp.task_bulk': 'on' } },
+      async (m) => {
+        const rows = await m.first<Row>(finishGroupStatement(grouped.length), values);
+        for (const row of rows.sort(bySessionRow)) {
+          const task = rowToSnapshot(row);
+          const previous = row.previous_status as TaskStatus;
+          await this.publish(m, task, previous);
+          answers[firstOfTask.get(task.id)!] = { applied: true, task, previous };
+        }
+        return answers;
+      },
+    );
   }
 
   private async workerWrite(
@@ -980,6 +1204,15 @@ export class TasksRepository {
   }
 
   private async publish(m: SqlTx, task: TaskSnapshot, previous: TaskStatus | null): Promise<void> {
+    if (!this.countedNow.has(m)) {
+      // Counter rows before stream rows, in every transaction: a single write's deferred counter triggers
+      // would otherwise fire at COMMIT, after its outbox rows, while a bulk or grouped write (counted by its
+      // statement) takes them the other way round, and the two could wait for each other in a circle.
+      // Creation has checked its limits by now (they are queued before this), so its own row is not counted
+      // twice.
+      m.atCommit('SET CONSTRAINTS ALL IMMEDIATE');
+      this.countedNow.add(m);
+    }
     const change: TaskChange = {
       taskId: task.id,
       ownerId: task.ownerId,

@@ -84,6 +84,21 @@ export class EscalationLink {
 /** Safety re-read while waiting, in case a notification was missed (polling stays authoritative). */
 const WAIT_SAFETY_POLL_MS = 5000;
 
+/** Longest a read waits for this instance's outcome write of the same task (see read()). */
+const OUTCOME_WAIT_MS = 100;
+
+/** Waits for `p` (its result or failure alike) or `ms`, whichever comes first. */
+async function settledWithin(p: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    p.catch(() => undefined),
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, ms);
+    }),
+  ]);
+  clearTimeout(timer);
+}
+
 /**
  * The task registry's domain API, which the protocol layer calls for both eras. It speaks TaskSnapshot and
  * TaskError, never JSON-RPC: rendering and error mapping belong to the protocol layer.
@@ -398,6 +413,11 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     if (!isWellFormedTaskId(taskId)) return null;
     const cached = this.finished.get(ownerId, taskId);
     if (cached) return cached;
+    // The task's run here has returned and its outcome is committing: wait for that commit (a few
+    // milliseconds; bounded, since a write retried through an outage can take much longer) and answer the
+    // outcome. Nothing is revealed: the read below still filters by owner, whatever it waited for.
+    const writing = this.runner.outcomeInFlight(taskId);
+    if (writing) await settledWithin(writing, OUTCOME_WAIT_MS);
     const startedAt = performance.now();
     const found = await this.repo.findOwnedClocked(ownerId, taskId);
     if (found && isTerminal(found.task.status)) this.finished.put(found.task, startedAt, found.msUntilExpiry);

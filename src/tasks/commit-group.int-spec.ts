@@ -1,0 +1,266 @@
+import type { INestApplication } from '@nestjs/common';
+import { createTestApp } from '../../test/support/test-app.js';
+import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
+import { ControlledExecutor, sleep, waitFor } from '../../test/support/controlled-executor.js';
+import { InstancesService } from '../instances/instances.service.js';
+import { JanitorService } from '../janitor/janitor.service.js';
+import { TaskRunnerService } from './task-runner.service.js';
+import { newTaskId } from './task-ids.js';
+import { TaskError, TaskErrorCode } from './tasks.errors.js';
+import { TasksRepository, type CreationLimits, type NewTask } from './tasks.repository.js';
+import { TasksService } from './tasks.service.js';
+
+/**
+ * Group commit of creations and worker outcomes (TasksRepository.insertGroup / finishGroup), against the
+ * real PostgreSQL: writes that arrive together share a transaction, yet each caller gets exactly the answer
+ * it would have got alone, the limits stay exact, and the usage counters stay equal to the rows.
+ */
+describe('commit groups (real PostgreSQL)', () => {
+  let db: TestDatabase;
+  let app: INestApplication;
+  let tasks: TasksService;
+  let repo: TasksRepository;
+  let executor: ControlledExecutor;
+  let me: string;
+  const groups: Array<{ kind: string; size: number; fellBack: boolean }> = [];
+
+  beforeAll(async () => {
+    db = await createTestDatabase('commit_group');
+    app = await createTestApp(db.url, {
+      JANITOR_ENABLED: 'false',
+      TASK_EXPIRED_GRACE_MS: '0',
+      DB_POOL_MAX: '12',
+    });
+    tasks = app.get(TasksService);
+    repo = app.get(TasksRepository);
+    executor = new ControlledExecutor();
+    app.get(TaskRunnerService).setExecutor(executor);
+    me = app.get(InstancesService).instanceId;
+    repo.onCommitGroup((kind, size, fellBack) => groups.push({ kind, size, fellBack }));
+  });
+  afterAll(async () => {
+    await app.close();
+    await db.drop();
+  });
+  beforeEach(() => {
+    groups.length = 0;
+  });
+
+  const newTask = (ownerId: string, ttlMs = 60000): NewTask => ({
+    id: newTaskId(),
+    ownerId,
+    sessionId: null,
+    era: 'modern',
+    toolName: 't',
+    ttlMs,
+    pollIntervalMs: 1000,
+    requestParams: { n: 1 },
+    instanceId: me,
+    leaseMs: 30000,
+  });
+  const roomy: CreationLimits = { maxPerOwner: 100000, maxTotal: 1000000, maxRetainedPerOwner: 1000000 };
+
+  /** The usage counters and a recount of the rows they stand for. */
+  async function counted(): Promise<{ counters: unknown; rows: unknown }> {
+    return withClient(db.url, async (c) => {
+      const counters = await c.query(
+        `SELECT owner_id, sum(live)::int AS live, sum(retained)::int AS retained FROM task_usage
+          GROUP BY owner_id HAVING sum(live) <> 0 OR sum(retained) <> 0 ORDER BY owner_id`,
+      );
+      const rows = await c.query(
+        `SELECT owner_id, count(*) FILTER (WHERE status IN ('working', 'input_required'))::int AS live,
+                count(*) FILTER (WHERE status NOT IN ('working', 'input_required'))::int AS retained
+           FROM task GROUP BY owner_id ORDER BY owner_id`,
+      );
+      const [total] = (await c.query('SELECT coalesce(sum(live), 0)::int AS n FROM task_usage_total')).rows;
+      const [live] = (
+        await c.query(`SELECT count(*)::int AS n FROM task WHERE status IN ('working', 'input_required')`)
+      ).rows;
+      return {
+        counters: { owners: counters.rows, total: total.n },
+        rows: { owners: rows.rows, total: live.n },
+      };
+    });
+  }
+
+  async function liveOf(owner: string): Promise<number> {
+    return withClient(db.url, async (c) => {
+      const r = await c.query(
+        `SELECT count(*)::int AS n FROM task WHERE owner_id = $1 AND status IN ('working', 'input_required')`,
+        [owner],
+      );
+      return r.rows[0].n as number;
+    });
+  }
+
+  it('commits parallel creations in groups, each row counted once', async () => {
+    const owners = ['g-a', 'g-b', 'g-c'];
+    const created = await Promise.all(
+      Array.from({ length: 60 }, (_, i) => repo.insertWithLimits(newTask(owners[i % 3]), roomy)),
+    );
+    expect(new Set(created.map((t) => t.id)).size).toBe(60);
+    for (const t of created) expect(t).toMatchObject({ status: 'working', generation: 1, instanceId: me });
+    const creates = groups.filter((g) => g.kind === 'create');
+    expect(creates.reduce((n, g) => n + g.size, 0)).toBe(60);
+    // Without group commit every creation is its own transaction: 60 groups of one.
+    expect(creates.length).toBeLessThan(60);
+    expect(Math.max(...creates.map((g) => g.size))).toBeGreaterThan(1);
+    expect(creates.some((g) => g.fellBack)).toBe(false);
+    const r = await counted();
+    expect(r.counters).toEqual(r.rows);
+  });
+
+  it('150 parallel creations against an owner limit of 100: exactly 100, the rest refused by that limit', async () => {
+    const owner = 'g-limited';
+    const limits: CreationLimits = { maxPerOwner: 100, maxTotal: 1000000, maxRetainedPerOwner: 1000000 };
+    const results = await Promise.allSettled(
+      Array.from({ length: 150 }, () => repo.insertWithLimits(newTask(owner), limits)),
+    );
+    expect(results.filter((x) => x.status === 'fulfilled')).toHaveLength(100);
+    for (const x of results) {
+      if (x.status === 'rejected') {
+        expect(x.reason).toBeInstanceOf(TaskError);
+        expect((x.reason as TaskError).code).toBe(TaskErrorCode.LIMIT_EXCEEDED);
+        expect((x.reason as TaskError).message).toContain('TASK_MAX_PER_OWNER = 100');
+      }
+    }
+    expect(await liveOf(owner)).toBe(100);
+    // Some group met the limit and handed its creations back to run one by one.
+    expect(groups.some((g) => g.kind === 'create' && g.fellBack)).toBe(true);
+    const r = await counted();
+    expect(r.counters).toEqual(r.rows);
+  });
+
+  it('counts a bulk insert by its statement (before commit, in key order), a single insert at commit', async () => {
+    await withClient(db.url, async (c) => {
+      const usage = async (owner: string): Promise<number> =>
+        (
+          await c.query(`SELECT coalesce(sum(live), 0)::int AS n FROM task_usage WHERE owner_id = $1`, [
+            owner,
+          ])
+        ).rows[0].n as number;
+      const insert = (owner: string, n: number): Promise<unknown> =>
+        c.query(
+          `INSERT INTO task (id, owner_id, era, tool_name, status, created_at, last_updated_at, ttl_ms,
+                             expires_at, poll_interval_ms, request_params)
+           SELECT $1 || g, $1, 'modern', 't', 'working', now(), now(), 60000, now() + interval '1 minute',
+                  1000, '{}'
+             FROM generate_series(1, $2::int) g`,
+          [owner, n],
+        );
+      await c.query('BEGIN');
+      await c.query(`SET LOCAL mcp.task_bulk = 'on'`);
+      await insert('g-bulk-', 5);
+      expect(await usage('g-bulk-')).toBe(5);
+      await c.query('COMMIT');
+      await c.query('BEGIN');
+      await insert('g-single-', 3);
+      expect(await usage('g-single-')).toBe(0);
+      await c.query('COMMIT');
+      expect(await usage('g-single-')).toBe(3);
+      expect(await usage('g-bulk-')).toBe(5);
+    });
+    const r = await counted();
+    expect(r.counters).toEqual(r.rows);
+  });
+
+  it('commits parallel outcomes in groups; a cancelled or expired one gets its own refusal', async () => {
+    const owner = 'g-finish';
+    const created = await Promise.all(
+      Array.from({ length: 40 }, () => repo.insertWithLimits(newTask(owner), roomy)),
+    );
+    const short = await repo.insertWithLimits(newTask(owner, 200), roomy);
+    const cancelled = created.slice(0, 4);
+    for (const t of cancelled) await tasks.cancel(owner, t.id);
+    await sleep(300); // `short` is now past its ttl (not swept: the janitor is off)
+    groups.length = 0;
+    const all = [...created, short];
+    const results = await Promise.all(
+      all.map((t) =>
+        repo.completeIfCurrent({ taskId: t.id, generation: t.generation, instanceId: me }, { n: t.id }),
+      ),
+    );
+    results.forEach((r, i) => {
+      const t = all[i];
+      if (cancelled.includes(t)) {
+        expect(r).toMatchObject({ applied: false, reason: 'not_current' });
+        expect(r.task?.status).toBe('cancelled');
+      } else if (t === short) {
+        expect(r).toMatchObject({ applied: false, reason: 'expired' });
+        expect(r.task).toMatchObject({ status: 'failed', statusMessage: 'Task expired' });
+      } else {
+        expect(r).toMatchObject({ applied: true, previous: 'working' });
+        expect(r.task).toMatchObject({ status: 'completed', result: { n: t.id }, instanceId: null });
+      }
+    });
+    const finishes = groups.filter((g) => g.kind === 'finish');
+    expect(finishes.reduce((n, g) => n + g.size, 0)).toBe(all.length);
+    expect(Math.max(...finishes.map((g) => g.size))).toBeGreaterThan(1);
+    // A late second outcome changes nothing: terminal stays terminal.
+    const again = await repo.failIfCurrent(
+      { taskId: created[10].id, generation: 1, instanceId: me },
+      { code: -1, message: 'late' },
+    );
+    expect(again).toMatchObject({ applied: false, reason: 'not_current' });
+    expect(await tasks.get(owner, created[10].id)).toMatchObject({ status: 'completed' });
+    const r = await counted();
+    expect(r.counters).toEqual(r.rows);
+  });
+
+  it('groups, single writes, cancels and the janitor together: no deadlock, no drift', async () => {
+    const owners = ['g-mix-a', 'g-mix-b', 'g-mix-c', 'g-mix-d'];
+    const errors: unknown[] = [];
+    const stopAt = Date.now() + 2500;
+    const worker = async (w: number): Promise<void> => {
+      for (let i = 0; Date.now() < stopAt; i++) {
+        const owner = owners[(w + i) % owners.length];
+        const t = await repo.insertWithLimits(newTask(owner, i % 4 === 0 ? 150 : 60000), roomy);
+        const fence = { taskId: t.id, generation: t.generation, instanceId: me };
+        if (i % 5 === 1) await tasks.cancel(owner, t.id);
+        if (i % 3 !== 2) {
+          const r = await repo.completeIfCurrent(fence, { i });
+          if (r.applied) expect(r.task.status).toBe('completed');
+        }
+      }
+    };
+    const janitor = async (): Promise<void> => {
+      while (Date.now() < stopAt) {
+        await app.get(JanitorService).runOnce();
+        await sleep(100);
+      }
+    };
+    await Promise.all([
+      ...Array.from({ length: 16 }, (_, w) => worker(w).catch((e: unknown) => void errors.push(e))),
+      janitor().catch((e: unknown) => void errors.push(e)),
+    ]);
+    expect(errors).toEqual([]);
+    expect(groups.some((g) => g.size > 1)).toBe(true);
+    await sleep(200);
+    await app.get(JanitorService).runOnce();
+    const r = await counted();
+    expect(r.counters).toEqual(r.rows);
+  });
+
+  it('a read of a task whose run here has returned answers its outcome, not "working"', async () => {
+    const owner = 'g-read';
+    const task = await tasks.createAndStart({
+      ownerId: owner,
+      era: 'legacy',
+      toolName: 't',
+      requestParams: {},
+      mode: 'immediate',
+    });
+    const run = await executor.run(task.id);
+    // Hold the outcome write behind a row lock, as a slow commit would; the read itself never waits on locks.
+    await withClient(db.url, async (c) => {
+      await c.query('BEGIN');
+      await c.query('SELECT 1 FROM task WHERE id = $1 FOR UPDATE', [task.id]);
+      run.complete({ content: [{ type: 'text', text: 'finished' }] });
+      await waitFor(() => app.get(TaskRunnerService).outcomeInFlight(task.id) !== undefined);
+      const read = tasks.get(owner, task.id);
+      await sleep(40);
+      await c.query('COMMIT');
+      expect(await read).toMatchObject({ status: 'completed', result: { content: [{ text: 'finished' }] } });
+    });
+  });
+});
