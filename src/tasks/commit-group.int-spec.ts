@@ -241,6 +241,55 @@ describe('commit groups (real PostgreSQL)', () => {
     expect(r.counters).toEqual(r.rows);
   });
 
+  it('a single write counts before it appends its outbox row, as bulk and grouped writes do: they never deadlock', async () => {
+    const owner = 'g-order';
+    const session = `g-order-session-${newTaskId()}`;
+    // Handshake-era tasks of one session: each change appends to that session's GET stream (one row lock).
+    const made = await Promise.all(
+      Array.from({ length: 80 }, () =>
+        repo.insertWithLimits({ ...newTask(owner), era: 'legacy', sessionId: session }, roomy),
+      ),
+    );
+    const stripes = await withClient(db.url, (c) =>
+      c.query<{ id: string; s: number }>(
+        'SELECT id, abs(hashtext(id)) % 64 AS s FROM task WHERE id = ANY($1::text[]) ORDER BY s, id',
+        [made.map((t) => t.id)],
+      ),
+    );
+    const pair = stripes.rows.find((r, i) => stripes.rows[i + 1]?.s === r.s);
+    if (!pair) throw new Error('80 tasks over 64 stripes always share one');
+    const [a, b] = [pair.id, stripes.rows[stripes.rows.indexOf(pair) + 1].id];
+    await withClient(db.url, async (g) => {
+      // A bulk write (a janitor batch, a commit group): its statement takes the counter rows of (owner,
+      // stripe), then, later in its transaction, the session's stream row.
+      await g.query('BEGIN');
+      await g.query(`SET LOCAL mcp.task_bulk = 'on'`);
+      await g.query(`UPDATE task SET status = 'failed', status_message = 'bulk' WHERE id = $1`, [b]);
+      // A single write of another task on the same stripe, in the same session, meanwhile.
+      const cancel = tasks.cancel(owner, a).then(
+        () => 'ok',
+        (e: { code?: string; message?: string }) => e.code ?? e.message,
+      );
+      await sleep(300);
+      const append = await g
+        .query(
+          `INSERT INTO mcp_sse_stream (session_id, stream_id, last_seq) VALUES ($1, 'g', 0)
+           ON CONFLICT (session_id, stream_id) DO UPDATE SET last_seq = mcp_sse_stream.last_seq + 1`,
+          [session],
+        )
+        .then(
+          () => 'ok',
+          (e: { code?: string }) => e.code,
+        );
+      await g.query(append === 'ok' ? 'COMMIT' : 'ROLLBACK');
+      // Had the cancel appended its outbox row before counting (at COMMIT), each would hold what the other
+      // waits for, and PostgreSQL would abort one of them (40P01).
+      expect({ append, cancel: await cancel }).toEqual({ append: 'ok', cancel: 'ok' });
+    });
+    const r = await counted();
+    expect(r.counters).toEqual(r.rows);
+  });
+
   it('a read of a task whose run here has returned answers its outcome, not "working"', async () => {
     const owner = 'g-read';
     const task = await tasks.createAndStart({
