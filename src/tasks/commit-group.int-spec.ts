@@ -306,10 +306,34 @@ describe('commit groups (real PostgreSQL)', () => {
       await c.query('SELECT 1 FROM task WHERE id = $1 FOR UPDATE', [task.id]);
       run.complete({ content: [{ type: 'text', text: 'finished' }] });
       await waitFor(() => app.get(TaskRunnerService).outcomeInFlight(task.id) !== undefined);
-      const read = tasks.get(owner, task.id);
-      await sleep(40);
-      await c.query('COMMIT');
-      expect(await read).toMatchObject({ status: 'completed', result: { content: [{ text: 'finished' }] } });
+      // Count the registry's owner-scoped reads (they still run; nothing is stubbed).
+      const readers: string[] = [];
+      const findOwnedClocked = repo.findOwnedClocked.bind(repo);
+      repo.findOwnedClocked = (ownerId, id) => {
+        readers.push(ownerId);
+        return findOwnedClocked(ownerId, id);
+      };
+      try {
+        const read = tasks.get(owner, task.id);
+        const foreign = tasks.get('g-someone-else', task.id).catch((e: unknown) => e);
+        await sleep(40);
+        await c.query('COMMIT');
+        expect(await read).toMatchObject({
+          status: 'completed',
+          result: { content: [{ text: 'finished' }] },
+        });
+        // ...and anyone else still reads the database, where the task is not theirs.
+        const refused = await foreign;
+        expect(refused).toBeInstanceOf(TaskError);
+        expect((refused as TaskError).code).toBe(TaskErrorCode.TASK_NOT_FOUND);
+        expect(readers).toContain('g-someone-else');
+        // The owner was answered from the write this instance committed, not by reading it back.
+        expect(readers.filter((o) => o === owner)).toHaveLength(0);
+      } finally {
+        Reflect.deleteProperty(repo, 'findOwnedClocked');
+      }
     });
+    // Later reads come from the finished-task cache with the same answer.
+    expect(await tasks.get(owner, task.id)).toMatchObject({ status: 'completed' });
   });
 });

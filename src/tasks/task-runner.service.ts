@@ -30,6 +30,7 @@ import { TaskError, TaskErrorCode } from './tasks.errors.js';
 import {
   TASK_CHANNEL,
   TasksRepository,
+  type ExpiryReading,
   type ParkResult,
   type WorkerFence,
   type WorkerWriteResult,
@@ -50,8 +51,16 @@ interface RunningTask {
   /** The work has returned; what is left is recording its outcome, so there is nothing to abort. */
   settled: boolean;
   done: Promise<void>;
+  /** The outcome as written, once the final write applied (what a read waiting for it may answer). */
+  written?: WrittenOutcome;
   /** The run's span, a child of the span that created the task (non-recording when tracing is off). */
   span: Span;
+}
+
+/** A run's final write as it landed: the task it left, and its expiry by the database clock when known. */
+export interface WrittenOutcome {
+  task: TaskSnapshot;
+  expiry?: ExpiryReading;
 }
 
 /** Backoff of a fenced final write that failed (lock_timeout, reset connection, failover). */
@@ -204,9 +213,9 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
    * write (it settles when the write lands or is given up); otherwise undefined. A read that waits for it
    * answers with the outcome instead of a "working" the client would only poll again.
    */
-  outcomeInFlight(taskId: string): Promise<void> | undefined {
+  outcomeInFlight(taskId: string): Promise<WrittenOutcome | undefined> | undefined {
     const entry = this.running.get(taskId);
-    return entry?.settled ? entry.done : undefined;
+    return entry?.settled ? entry.done.then(() => entry.written) : undefined;
   }
 
   /**
@@ -373,6 +382,8 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
         break;
       }
     }
+    if (result?.applied)
+      entry.written = { task: result.task, expiry: 'expiry' in result ? result.expiry : undefined };
     if (result) traceOutcome(entry.span, outcome, result);
     else
       entry.span.setStatus({ code: SpanStatusCode.ERROR, message: `the ${outcome.kind} write never landed` });

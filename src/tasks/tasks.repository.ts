@@ -29,6 +29,8 @@ export const JANITOR_LOCK_KEY = 7_140_512_102;
 /** Timestamps are kept at millisecond precision so list cursors (JS Dates) compare exactly. */
 const NOW_MS = `date_trunc('milliseconds', now())`;
 const LIVE_SQL = `('working', 'input_required')`;
+/** expires_at − now() in milliseconds, for a written row (see ExpiryReading). */
+const MS_UNTIL_EXPIRY = `(extract(epoch FROM (t.expires_at - now())) * 1000)::float8 AS ms_until_expiry`;
 const TERMINAL_SQL = `('completed', 'failed', 'cancelled')`;
 
 /**
@@ -108,8 +110,18 @@ export interface WorkerFence {
  */
 export type WorkerWriteRefusal = 'gone' | 'not_current' | 'expired';
 
+/**
+ * Where a task written to a terminal state stands against its ttl, by the database clock: `msUntilExpiry`
+ * is expires_at − now() of the writing transaction, `measuredAt` a performance.now() taken before that
+ * transaction began, so measuredAt + msUntilExpiry is no later than the expiry (FinishedTaskCache.put).
+ */
+export interface ExpiryReading {
+  measuredAt: number;
+  msUntilExpiry: number;
+}
+
 export type WorkerWriteResult =
-  | { applied: true; task: TaskSnapshot; previous: TaskStatus }
+  | { applied: true; task: TaskSnapshot; previous: TaskStatus; expiry?: ExpiryReading }
   | { applied: false; reason: WorkerWriteRefusal; task: TaskSnapshot | null };
 
 export type ParkResult =
@@ -317,7 +329,7 @@ const FINISH_IF_CURRENT: PreparedStatement = {
            FROM cur WHERE t.id = cur.id
          RETURNING ${SNAPSHOT_COLUMNS.split(',')
            .map((c) => `t.${c.trim()}`)
-           .join(', ')}, cur.prev AS previous_status`,
+           .join(', ')}, cur.prev AS previous_status, ${MS_UNTIL_EXPIRY}`,
 };
 
 /**
@@ -349,7 +361,7 @@ function finishGroupStatement(n: number): PreparedStatement {
             WHERE t.id = cur.id
            RETURNING ${SNAPSHOT_COLUMNS.split(',')
              .map((c) => `t.${c.trim()}`)
-             .join(', ')}, cur.prev AS previous_status`,
+             .join(', ')}, cur.prev AS previous_status, ${MS_UNTIL_EXPIRY}`,
   };
 }
 
@@ -385,6 +397,10 @@ function bySessionRow(a: Row, b: Row): number {
 }
 function bySession(a: TaskSnapshot, b: TaskSnapshot): number {
   return (a.sessionId ?? '').localeCompare(b.sessionId ?? '');
+}
+
+function expiryOf(row: Row, measuredAt: number): ExpiryReading {
+  return { measuredAt, msUntilExpiry: toNumber(row.ms_until_expiry) };
 }
 
 function strictest(a: CreationLimits, b: CreationLimits): CreationLimits {
@@ -1041,6 +1057,7 @@ export class TasksRepository {
     to: 'completed' | 'failed',
     fields: OutcomeFields,
   ): Promise<WorkerWriteResult> {
+    const measuredAt = performance.now();
     return this.tx(async (m) => {
       const completed = to === 'completed';
       const [row] = await m.first<Row>(FINISH_IF_CURRENT, [
@@ -1056,7 +1073,7 @@ export class TasksRepository {
         const task = rowToSnapshot(row);
         const previous = row.previous_status as TaskStatus;
         await this.publish(m, task, previous);
-        return { applied: true, task, previous };
+        return { applied: true, task, previous, expiry: expiryOf(row, measuredAt) };
       }
       return this.workerWriteIn(m, fence, to, fields);
     });
@@ -1084,6 +1101,7 @@ export class TasksRepository {
       to === 'completed',
       JSON.stringify(to === 'completed' ? fields.result : fields.error),
     ]);
+    const measuredAt = performance.now();
     return inTransaction(
       this.dataSource,
       { lockTimeoutMs: this.config.TASK_LOCK_TIMEOUT_MS, localSettings: { 'mcp.task_bulk': 'on' } },
@@ -1093,7 +1111,12 @@ export class TasksRepository {
           const task = rowToSnapshot(row);
           const previous = row.previous_status as TaskStatus;
           await this.publish(m, task, previous);
-          answers[firstOfTask.get(task.id)!] = { applied: true, task, previous };
+          answers[firstOfTask.get(task.id)!] = {
+            applied: true,
+            task,
+            previous,
+            expiry: expiryOf(row, measuredAt),
+          };
         }
         return answers;
       },

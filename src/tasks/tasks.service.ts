@@ -87,16 +87,17 @@ const WAIT_SAFETY_POLL_MS = 5000;
 /** Longest a read waits for this instance's outcome write of the same task (see read()). */
 const OUTCOME_WAIT_MS = 100;
 
-/** Waits for `p` (its result or failure alike) or `ms`, whichever comes first. */
-async function settledWithin(p: Promise<unknown>, ms: number): Promise<void> {
+/** What `p` settles with within `ms`; undefined when it fails or takes longer. */
+async function settledWithin<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
   let timer: NodeJS.Timeout | undefined;
-  await Promise.race([
+  const value = await Promise.race([
     p.catch(() => undefined),
-    new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, ms);
+    new Promise<undefined>((resolve) => {
+      timer = setTimeout(() => resolve(undefined), ms);
     }),
   ]);
   clearTimeout(timer);
+  return value;
 }
 
 /**
@@ -417,7 +418,16 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     // milliseconds; bounded, since a write retried through an outage can take much longer) and answer the
     // outcome. Nothing is revealed: the read below still filters by owner, whatever it waited for.
     const writing = this.runner.outcomeInFlight(taskId);
-    if (writing) await settledWithin(writing, OUTCOME_WAIT_MS);
+    if (writing) {
+      const written = await settledWithin(writing, OUTCOME_WAIT_MS);
+      // A terminal state this instance just committed is what the database holds and will keep: the owner
+      // is answered from it (through the finished-task cache) without reading it back.
+      if (written?.expiry && written.task.ownerId === ownerId && isTerminal(written.task.status)) {
+        this.finished.put(written.task, written.expiry.measuredAt, written.expiry.msUntilExpiry);
+        const hit = this.finished.get(ownerId, taskId);
+        if (hit) return hit;
+      }
+    }
     const startedAt = performance.now();
     const found = await this.repo.findOwnedClocked(ownerId, taskId);
     if (found && isTerminal(found.task.status)) this.finished.put(found.task, startedAt, found.msUntilExpiry);
