@@ -44,6 +44,9 @@ export function configureApp(app: INestApplication): void {
 
   const server = app.getHttpAdapter().getInstance() as express.Express;
   server.disable('x-powered-by');
+  // Express would hash every response body for an ETag: JSON-RPC answers to POSTs are never revalidated, and
+  // nothing else served here is worth a conditional GET, so that hash is pure cost.
+  server.set('etag', false);
   server.set('trust proxy', false);
 
   app.use((req: Request, res: Response, next: NextFunction) => {
