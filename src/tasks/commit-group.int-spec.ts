@@ -1,6 +1,7 @@
 import type { INestApplication } from '@nestjs/common';
 import { createTestApp } from '../../test/support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
+import { usageAgainstRows } from '../../test/support/task-usage.js';
 import { ControlledExecutor, sleep, waitFor } from '../../test/support/controlled-executor.js';
 import { InstancesService } from '../instances/instances.service.js';
 import { JanitorService } from '../janitor/janitor.service.js';
@@ -60,28 +61,7 @@ describe('commit groups (real PostgreSQL)', () => {
   });
   const roomy: CreationLimits = { maxPerOwner: 100000, maxTotal: 1000000, maxRetainedPerOwner: 1000000 };
 
-  /** The usage counters and a recount of the rows they stand for. */
-  async function counted(): Promise<{ counters: unknown; rows: unknown }> {
-    return withClient(db.url, async (c) => {
-      const counters = await c.query(
-        `SELECT owner_id, sum(live)::int AS live, sum(retained)::int AS retained FROM task_usage
-          GROUP BY owner_id HAVING sum(live) <> 0 OR sum(retained) <> 0 ORDER BY owner_id`,
-      );
-      const rows = await c.query(
-        `SELECT owner_id, count(*) FILTER (WHERE status IN ('working', 'input_required'))::int AS live,
-                count(*) FILTER (WHERE status NOT IN ('working', 'input_required'))::int AS retained
-           FROM task GROUP BY owner_id ORDER BY owner_id`,
-      );
-      const [total] = (await c.query('SELECT coalesce(sum(live), 0)::int AS n FROM task_usage_total')).rows;
-      const [live] = (
-        await c.query(`SELECT count(*)::int AS n FROM task WHERE status IN ('working', 'input_required')`)
-      ).rows;
-      return {
-        counters: { owners: counters.rows, total: total.n },
-        rows: { owners: rows.rows, total: live.n },
-      };
-    });
-  }
+  const counted = (): Promise<{ counters: unknown; rows: unknown }> => usageAgainstRows(db.url);
 
   async function liveOf(owner: string): Promise<number> {
     return withClient(db.url, async (c) => {

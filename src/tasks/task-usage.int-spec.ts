@@ -4,6 +4,7 @@ import { TaskUsageCounters1765110000000 } from '../../migrations/1765110000000-t
 import { TaskUsageBulkInsert1765120000000 } from '../../migrations/1765120000000-task-usage-bulk-insert.js';
 import { createTestApp } from '../../test/support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
+import { usageAgainstRows } from '../../test/support/task-usage.js';
 import { ControlledExecutor, sleep } from '../../test/support/controlled-executor.js';
 import { InstancesService } from '../instances/instances.service.js';
 import { JanitorService } from '../janitor/janitor.service.js';
@@ -51,28 +52,7 @@ describe('task usage counters (real PostgreSQL)', () => {
   });
   const roomy: CreationLimits = { maxPerOwner: 1000, maxTotal: 100000, maxRetainedPerOwner: 100000 };
 
-  /** Counters and the rows they stand for, per owner, plus the total of live tasks. */
-  async function compare(): Promise<{ counters: unknown; rows: unknown }> {
-    return withClient(db.url, async (c) => {
-      const counters = await c.query(
-        `SELECT owner_id, sum(live)::int AS live, sum(retained)::int AS retained FROM task_usage
-          GROUP BY owner_id HAVING sum(live) <> 0 OR sum(retained) <> 0 ORDER BY owner_id`,
-      );
-      const rows = await c.query(
-        `SELECT owner_id, count(*) FILTER (WHERE status IN ('working', 'input_required'))::int AS live,
-                count(*) FILTER (WHERE status NOT IN ('working', 'input_required'))::int AS retained
-           FROM task GROUP BY owner_id ORDER BY owner_id`,
-      );
-      const [total] = (await c.query('SELECT coalesce(sum(live), 0)::int AS n FROM task_usage_total')).rows;
-      const [live] = (
-        await c.query(`SELECT count(*)::int AS n FROM task WHERE status IN ('working', 'input_required')`)
-      ).rows;
-      return {
-        counters: { owners: counters.rows, total: total.n },
-        rows: { owners: rows.rows, total: live.n },
-      };
-    });
-  }
+  const compare = (): Promise<{ counters: unknown; rows: unknown }> => usageAgainstRows(db.url);
 
   it('match the rows after concurrent creates, finishes, cancels, expiries and deletes', async () => {
     const owners = ['u-a', 'u-b', 'u-c'];

@@ -1,0 +1,27 @@
+import { withClient } from './test-database.js';
+
+/**
+ * The creation-limit usage counters (task_usage, task_usage_total) next to a recount of the rows they stand
+ * for, per owner and in total: tests expect the two halves to be equal after whatever they ran.
+ */
+export async function usageAgainstRows(url: string): Promise<{ counters: unknown; rows: unknown }> {
+  return withClient(url, async (c) => {
+    const counters = await c.query(
+      `SELECT owner_id, sum(live)::int AS live, sum(retained)::int AS retained FROM task_usage
+        GROUP BY owner_id HAVING sum(live) <> 0 OR sum(retained) <> 0 ORDER BY owner_id`,
+    );
+    const rows = await c.query(
+      `SELECT owner_id, count(*) FILTER (WHERE status IN ('working', 'input_required'))::int AS live,
+              count(*) FILTER (WHERE status NOT IN ('working', 'input_required'))::int AS retained
+         FROM task GROUP BY owner_id ORDER BY owner_id`,
+    );
+    const [total] = (await c.query('SELECT coalesce(sum(live), 0)::int AS n FROM task_usage_total')).rows;
+    const [live] = (
+      await c.query(`SELECT count(*)::int AS n FROM task WHERE status IN ('working', 'input_required')`)
+    ).rows;
+    return {
+      counters: { owners: counters.rows, total: total.n },
+      rows: { owners: rows.rows, total: live.n },
+    };
+  });
+}
