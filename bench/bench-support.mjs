@@ -121,3 +121,43 @@ export function postRpc(agent, url, body, headers = {}) {
     req.end(data);
   });
 }
+
+const LEGACY_VERSION = '2025-11-25';
+let rpcId = 0;
+
+/** A fresh JSON-RPC request id (one counter for every bench in the process). */
+export const nextRpcId = () => ++rpcId;
+
+/** The result of an answer from postRpc; throws, naming `what`, on an HTTP or JSON-RPC error. */
+export function rpcResult(answer, what) {
+  if (answer.status >= 300 || !answer.json || answer.json.error) {
+    throw new Error(`${what}: HTTP ${answer.status} ${JSON.stringify(answer.json)}`);
+  }
+  return answer.json.result;
+}
+
+/** A 2025-11-25 request through `agent`, in session `sid` when given; resolves to its result. */
+export async function legacyRpc(agent, url, sid, method, params) {
+  const headers = { 'mcp-protocol-version': LEGACY_VERSION, ...(sid ? { 'mcp-session-id': sid } : {}) };
+  return rpcResult(await postRpc(agent, url, { jsonrpc: '2.0', id: nextRpcId(), method, params }, headers), method);
+}
+
+/** initialize + notifications/initialized over `agent`; resolves to the Mcp-Session-Id. */
+export async function openLegacySession(agent, url, clientName = 'bench') {
+  const init = await postRpc(agent, url, {
+    jsonrpc: '2.0',
+    id: nextRpcId(),
+    method: 'initialize',
+    params: { protocolVersion: LEGACY_VERSION, capabilities: {}, clientInfo: { name: clientName, version: '1.0.0' } },
+  });
+  rpcResult(init, 'initialize');
+  const sid = init.headers['mcp-session-id'];
+  const ack = await postRpc(
+    agent,
+    url,
+    { jsonrpc: '2.0', method: 'notifications/initialized' },
+    { 'mcp-session-id': sid, 'mcp-protocol-version': LEGACY_VERSION },
+  );
+  if (ack.status !== 202) throw new Error(`notifications/initialized: HTTP ${ack.status}`);
+  return sid;
+}

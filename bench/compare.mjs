@@ -22,7 +22,16 @@ import http from 'node:http';
 import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { admin, pct, postRpc, spawnServer } from './bench-support.mjs';
+import {
+  admin,
+  legacyRpc,
+  nextRpcId,
+  openLegacySession,
+  pct,
+  postRpc,
+  rpcResult,
+  spawnServer,
+} from './bench-support.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
@@ -30,7 +39,6 @@ const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);
 const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 32);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const ONLY = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(',')) : undefined;
-const LEGACY = '2025-11-25';
 const MODERN = '2026-07-28';
 const TICKS = 100; // clock ticks per second of /proc/<pid>/stat on Linux
 
@@ -45,43 +53,15 @@ const agent = new http.Agent({ keepAlive: true, maxSockets: CLIENTS * 2 });
 
 const post = (url, body, headers = {}) => postRpc(agent, url, body, headers);
 
-let rpcId = 0;
 let polls = 0; // tasks/get calls made by the lifecycle scenarios, reported per lifecycle
-function ok(answer, what) {
-  if (answer.status >= 300 || !answer.json || answer.json.error) {
-    throw new Error(`${what}: HTTP ${answer.status} ${JSON.stringify(answer.json)}`);
-  }
-  return answer.json.result;
-}
-
-async function legacyCall(url, sid, method, params) {
-  const headers = { 'mcp-protocol-version': LEGACY, ...(sid ? { 'mcp-session-id': sid } : {}) };
-  return ok(await post(url, { jsonrpc: '2.0', id: ++rpcId, method, params }, headers), method);
-}
-
-async function openSession(url) {
-  const init = await post(url, {
-    jsonrpc: '2.0',
-    id: ++rpcId,
-    method: 'initialize',
-    params: { protocolVersion: LEGACY, capabilities: {}, clientInfo: { name: 'bench', version: '1.0.0' } },
-  });
-  ok(init, 'initialize');
-  const sid = init.headers['mcp-session-id'];
-  const ack = await post(
-    url,
-    { jsonrpc: '2.0', method: 'notifications/initialized' },
-    { 'mcp-session-id': sid, 'mcp-protocol-version': LEGACY },
-  );
-  if (ack.status !== 202) throw new Error(`notifications/initialized: HTTP ${ack.status}`);
-  return sid;
-}
+const legacyCall = (url, sid, method, params) => legacyRpc(agent, url, sid, method, params);
+const openSession = (url) => openLegacySession(agent, url, 'bench');
 
 const EXT = { extensions: { 'io.modelcontextprotocol/tasks': {} } };
 async function modernCall(url, method, params, name, caps = {}) {
   const body = {
     jsonrpc: '2.0',
-    id: ++rpcId,
+    id: nextRpcId(),
     method,
     params: {
       ...params,
@@ -97,7 +77,7 @@ async function modernCall(url, method, params, name, caps = {}) {
     'mcp-method': method,
     ...(name ? { 'mcp-name': name } : {}),
   };
-  return ok(await post(url, body, headers), method);
+  return rpcResult(await post(url, body, headers), method);
 }
 
 const echoArgs = (i) => ({ name: 'echo', arguments: { text: `hello ${i}` } });

@@ -22,7 +22,7 @@ import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { admin, pct, postRpc, spawnServer } from './bench-support.mjs';
+import { admin, legacyRpc, openLegacySession, pct, spawnServer } from './bench-support.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const ROWS = Number(process.env.SCALE_ROWS ?? 1_000_000);
@@ -33,7 +33,6 @@ const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 32);
 const DUTY = process.env.JANITOR_DUTY_PERCENT ?? '10';
 // JANITOR_BATCH_SIZE of the deleting instance (default: the server's default).
 const BATCH = process.env.SCALE_JANITOR_BATCH;
-const LEGACY = '2025-11-25';
 
 const serverUrl = process.env.TEST_DATABASE_URL ?? process.env.DATABASE_URL;
 if (!serverUrl) {
@@ -42,28 +41,8 @@ if (!serverUrl) {
 }
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: CLIENTS * 2 });
-let rpcId = 0;
-
-const post = (url, body, headers = {}) => postRpc(agent, url, body, headers);
-
-async function call(url, sid, method, params) {
-  const headers = { 'mcp-protocol-version': LEGACY, ...(sid ? { 'mcp-session-id': sid } : {}) };
-  const a = await post(url, { jsonrpc: '2.0', id: ++rpcId, method, params }, headers);
-  if (a.status >= 300 || !a.json || a.json.error) throw new Error(`${method}: HTTP ${a.status} ${JSON.stringify(a.json)}`);
-  return a.json.result;
-}
-
-async function openSession(url) {
-  const init = await post(url, {
-    jsonrpc: '2.0',
-    id: ++rpcId,
-    method: 'initialize',
-    params: { protocolVersion: LEGACY, capabilities: {}, clientInfo: { name: 'scale', version: '1.0.0' } },
-  });
-  const sid = init.headers['mcp-session-id'];
-  await post(url, { jsonrpc: '2.0', method: 'notifications/initialized' }, { 'mcp-session-id': sid, 'mcp-protocol-version': LEGACY });
-  return sid;
-}
+const call = (url, sid, method, params) => legacyRpc(agent, url, sid, method, params);
+const openSession = (url) => openLegacySession(agent, url, 'scale');
 
 const createTask = (url, sid) =>
   call(url, sid, 'tools/call', { name: 'echo_task', arguments: { text: 'scale' }, task: { ttl: 600000 } });

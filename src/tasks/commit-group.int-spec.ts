@@ -1,7 +1,7 @@
 import type { INestApplication } from '@nestjs/common';
 import { createTestApp } from '../../test/support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
-import { usageAgainstRows } from '../../test/support/task-usage.js';
+import { newTaskRow, usageAgainstRows } from '../../test/support/task-registry.js';
 import { ControlledExecutor, sleep, waitFor } from '../../test/support/controlled-executor.js';
 import { InstancesService } from '../instances/instances.service.js';
 import { JanitorService } from '../janitor/janitor.service.js';
@@ -47,18 +47,7 @@ describe('commit groups (real PostgreSQL)', () => {
     groups.length = 0;
   });
 
-  const newTask = (ownerId: string, ttlMs = 60000): NewTask => ({
-    id: newTaskId(),
-    ownerId,
-    sessionId: null,
-    era: 'modern',
-    toolName: 't',
-    ttlMs,
-    pollIntervalMs: 1000,
-    requestParams: { n: 1 },
-    instanceId: me,
-    leaseMs: 30000,
-  });
+  const newTask = (ownerId: string, ttlMs = 60000): NewTask => newTaskRow(me, ownerId, ttlMs, { n: 1 });
   const roomy: CreationLimits = { maxPerOwner: 100000, maxTotal: 1000000, maxRetainedPerOwner: 1000000 };
 
   const counted = (): Promise<{ counters: unknown; rows: unknown }> => usageAgainstRows(db.url);

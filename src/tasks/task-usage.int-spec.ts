@@ -4,12 +4,11 @@ import { TaskUsageCounters1765110000000 } from '../../migrations/1765110000000-t
 import { TaskUsageBulkInsert1765120000000 } from '../../migrations/1765120000000-task-usage-bulk-insert.js';
 import { createTestApp } from '../../test/support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
-import { usageAgainstRows } from '../../test/support/task-usage.js';
+import { newTaskRow, usageAgainstRows } from '../../test/support/task-registry.js';
 import { ControlledExecutor, sleep } from '../../test/support/controlled-executor.js';
 import { InstancesService } from '../instances/instances.service.js';
 import { JanitorService } from '../janitor/janitor.service.js';
 import { TaskRunnerService } from './task-runner.service.js';
-import { newTaskId } from './task-ids.js';
 import { TaskError, TaskErrorCode } from './tasks.errors.js';
 import { TasksRepository, type CreationLimits, type NewTask } from './tasks.repository.js';
 import { TasksService } from './tasks.service.js';
@@ -38,18 +37,7 @@ describe('task usage counters (real PostgreSQL)', () => {
     await db.drop();
   });
 
-  const newTask = (ownerId: string, ttlMs = 60000): NewTask => ({
-    id: newTaskId(),
-    ownerId,
-    sessionId: null,
-    era: 'modern',
-    toolName: 't',
-    ttlMs,
-    pollIntervalMs: 1000,
-    requestParams: {},
-    instanceId: me,
-    leaseMs: 30000,
-  });
+  const newTask = (ownerId: string, ttlMs = 60000): NewTask => newTaskRow(me, ownerId, ttlMs);
   const roomy: CreationLimits = { maxPerOwner: 1000, maxTotal: 100000, maxRetainedPerOwner: 100000 };
 
   const compare = (): Promise<{ counters: unknown; rows: unknown }> => usageAgainstRows(db.url);

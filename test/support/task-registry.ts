@@ -1,4 +1,27 @@
+import { newTaskId } from '../../src/tasks/task-ids.js';
+import type { NewTask } from '../../src/tasks/tasks.repository.js';
 import { withClient } from './test-database.js';
+
+/** A new task row for the registry's insert, leased to `instanceId` (the registry tests' one factory). */
+export function newTaskRow(
+  instanceId: string,
+  ownerId: string,
+  ttlMs = 60000,
+  requestParams: Record<string, unknown> = {},
+): NewTask {
+  return {
+    id: newTaskId(),
+    ownerId,
+    sessionId: null,
+    era: 'modern',
+    toolName: 't',
+    ttlMs,
+    pollIntervalMs: 1000,
+    requestParams,
+    instanceId,
+    leaseMs: 30000,
+  };
+}
 
 /**
  * The creation-limit usage counters (task_usage, task_usage_total) next to a recount of the rows they stand
