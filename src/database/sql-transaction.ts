@@ -1,4 +1,4 @@
-import type pg from 'pg';
+import pg from 'pg';
 import type { DataSource } from 'typeorm';
 import type { PreparedStatement } from './prepared-query.js';
 
@@ -50,6 +50,33 @@ export interface TransactionOptions {
   advisoryLock?: number;
   /** SET LOCAL name = 'value' for each entry (custom settings such as a trigger's mode; names are checked). */
   localSettings?: Record<string, string>;
+}
+
+/**
+ * The COMMIT went out but no answer came back (the connection dropped, the server went away): the
+ * transaction may have committed or not, and only a fresh look at the database can tell. Callers whose
+ * writes can recognise their own landed work (a row with an id they minted, an outcome at their
+ * generation) find out and answer with the truth; `driverError` keeps the cause for the error mapping.
+ */
+export class CommitOutcomeUnknownError extends Error {
+  constructor(readonly driverError: unknown) {
+    super(
+      `commit outcome unknown: ${driverError instanceof Error ? driverError.message : String(driverError)}`,
+    );
+    this.name = 'CommitOutcomeUnknownError';
+  }
+}
+
+/**
+ * Whether a failed COMMIT round trip was answered by the server with an error about the statements
+ * themselves, so the transaction certainly rolled back. A lost connection (no answer at all), a
+ * connection-class SQLSTATE or an operator's termination can come after the commit took effect.
+ */
+function refusedByServer(err: unknown): boolean {
+  if (!(err instanceof pg.DatabaseError) || typeof err.code !== 'string') return false;
+  // 08P01 (protocol violation) rejects the message before any of it runs.
+  if (err.code === '08P01') return true;
+  return !err.code.startsWith('08') && !err.code.startsWith('57P');
 }
 
 function integer(n: number, what: string): string {
@@ -144,7 +171,8 @@ class PooledTx implements SqlTx {
  * Runs `work` in a transaction straight on TypeORM's pg pool (same connections, same limits), without
  * TypeORM's query runner: the hot write paths spend most of their time in round trips, so BEGIN, the lock
  * timeout and an optional advisory lock go in one, and the NOTIFYs ride with COMMIT. On any error the
- * transaction is rolled back; a connection that cannot even roll back is destroyed rather than reused.
+ * transaction is rolled back; a connection that cannot even roll back is destroyed rather than reused. A
+ * COMMIT whose answer is lost rejects with CommitOutcomeUnknownError: it may have landed.
  */
 export async function inTransaction<T>(
   dataSource: DataSource,
@@ -178,8 +206,10 @@ export async function inTransaction<T>(
     opening += `; SELECT pg_advisory_xact_lock(${integer(options.advisoryLock, 'advisory lock key')})`;
   }
   const tx = new PooledTx(client, opening);
+  let committing = false;
   try {
     const result = await work(tx);
+    committing = true;
     await client.query(tx.commitText());
     release(lost);
     return result;
@@ -195,6 +225,7 @@ export async function inTransaction<T>(
       }
     }
     release(broken);
+    if (committing && !refusedByServer(err)) throw new CommitOutcomeUnknownError(err);
     throw err;
   }
 }

@@ -3,6 +3,7 @@ import { createTestApp } from '../../test/support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
 import { newTaskRow, usageAgainstRows } from '../../test/support/task-registry.js';
 import { ControlledExecutor, sleep, waitFor } from '../../test/support/controlled-executor.js';
+import { PgProxy } from '../../test/support/pg-proxy.js';
 import { InstancesService } from '../instances/instances.service.js';
 import { JanitorService } from '../janitor/janitor.service.js';
 import { TaskRunnerService } from './task-runner.service.js';
@@ -259,6 +260,39 @@ describe('commit groups (real PostgreSQL)', () => {
     expect(r.counters).toEqual(r.rows);
   });
 
+  it('one locked row does not hold up the other outcomes of its group', async () => {
+    const owner = 'g-busy';
+    const made = await Promise.all(
+      Array.from({ length: 12 }, () => repo.insertWithLimits(newTask(owner), roomy)),
+    );
+    const busy = made[5];
+    await withClient(db.url, async (c) => {
+      // Another transaction holds one task's row (TASK_LOCK_TIMEOUT_MS is 5 s here).
+      await c.query('BEGIN');
+      await c.query('SELECT 1 FROM task WHERE id = $1 FOR UPDATE', [busy.id]);
+      groups.length = 0;
+      const settled = new Set<string>();
+      const results = made.map((t) =>
+        repo
+          .completeIfCurrent({ taskId: t.id, generation: t.generation, instanceId: me }, { n: t.id })
+          .then((r) => {
+            settled.add(t.id);
+            return r;
+          }),
+      );
+      // The eleven others commit while the row is still locked, not after the lock wait of their group.
+      await waitFor(() => settled.size === 11 || undefined, 2500);
+      expect(settled.has(busy.id)).toBe(false);
+      expect(groups.some((g) => g.kind === 'finish' && g.size > 1 && !g.fellBack)).toBe(true);
+      await c.query('COMMIT');
+      for (const r of await Promise.all(results)) {
+        expect(r).toMatchObject({ applied: true, task: { status: 'completed' } });
+      }
+    });
+    const r = await counted();
+    expect(r.counters).toEqual(r.rows);
+  });
+
   it('a read of a task whose run here has returned answers its outcome, not "working"', async () => {
     const owner = 'g-read';
     const task = await tasks.createAndStart({
@@ -304,5 +338,110 @@ describe('commit groups (real PostgreSQL)', () => {
     });
     // Later reads come from the finished-task cache with the same answer.
     expect(await tasks.get(owner, task.id)).toMatchObject({ status: 'completed' });
+  });
+});
+
+/**
+ * A COMMIT that PostgreSQL carries out but whose answer never reaches the server (the connection drops in
+ * between, cut by a proxy at exactly that step): the writes landed, and every caller must learn so, for
+ * groups and for single writes alike.
+ */
+describe('commits whose answer is lost (real PostgreSQL through a proxy)', () => {
+  let db: TestDatabase;
+  let proxy: PgProxy;
+  let app: INestApplication;
+  let repo: TasksRepository;
+  let me: string;
+  const groups: Array<{ kind: string; size: number; fellBack: boolean }> = [];
+  const roomy: CreationLimits = { maxPerOwner: 100000, maxTotal: 1000000, maxRetainedPerOwner: 1000000 };
+
+  beforeAll(async () => {
+    db = await createTestDatabase('commit_lost');
+    proxy = await PgProxy.start(db.url);
+    app = await createTestApp(proxy.via(db.url), { JANITOR_ENABLED: 'false', DB_POOL_MAX: '12' });
+    app.get(TaskRunnerService).setExecutor(new ControlledExecutor());
+    repo = app.get(TasksRepository);
+    me = app.get(InstancesService).instanceId;
+    repo.onCommitGroup((kind, size, fellBack) => groups.push({ kind, size, fellBack }));
+  });
+  afterAll(async () => {
+    await app.close();
+    await proxy.close();
+    await db.drop();
+  });
+  beforeEach(() => {
+    groups.length = 0;
+  });
+
+  const newTask = (ownerId: string): NewTask => newTaskRow(me, ownerId, 60000, { n: 1 });
+  /** The COMMIT that carries the change notifications of at least `n` of these tasks. */
+  const commitOf = (tasks: Array<{ id: string }>, n: number) => (sql: string) =>
+    tasks.filter((t) => sql.includes(t.id)).length >= n;
+  const rowsOf = (ids: string[]) =>
+    withClient(
+      db.url,
+      async (c) =>
+        (await c.query('SELECT id, status, result FROM task WHERE id = ANY($1::text[]) ORDER BY id', [ids]))
+          .rows,
+    );
+
+  it('a creation group committed unheard: every caller gets its task, none is left an orphan', async () => {
+    const made = Array.from({ length: 5 }, () => newTask('lost-create-group'));
+    const lost = proxy.loseCommitReply(commitOf(made, 5));
+    const results = await Promise.allSettled(made.map((t) => repo.insertWithLimits(t, roomy)));
+    await lost;
+    expect(groups).toContainEqual({ kind: 'create', size: 5, fellBack: true });
+    expect(results.map((r) => (r.status === 'fulfilled' ? r.value.id : String(r.reason)))).toEqual(
+      made.map((t) => t.id),
+    );
+    expect(await rowsOf(made.map((t) => t.id))).toHaveLength(5);
+    const r = await usageAgainstRows(db.url);
+    expect(r.counters).toEqual(r.rows);
+  });
+
+  it('a single creation committed unheard: its caller gets the task', async () => {
+    const t = newTask('lost-create-one');
+    const lost = proxy.loseCommitReply(commitOf([t], 1));
+    const created = await repo.insertWithLimits(t, roomy);
+    await lost;
+    expect(created).toMatchObject({ id: t.id, status: 'working', instanceId: me });
+    expect(await rowsOf([t.id])).toEqual([{ id: t.id, status: 'working', result: null }]);
+  });
+
+  it('an outcome group committed unheard: every outcome is answered as applied, not "not current"', async () => {
+    const made = await Promise.all(
+      Array.from({ length: 5 }, () => repo.insertWithLimits(newTask('lost-finish-group'), roomy)),
+    );
+    groups.length = 0;
+    const lost = proxy.loseCommitReply(commitOf(made, 5));
+    const results = await Promise.all(
+      made.map((t) =>
+        repo.completeIfCurrent({ taskId: t.id, generation: t.generation, instanceId: me }, { n: t.id }),
+      ),
+    );
+    await lost;
+    expect(groups).toContainEqual({ kind: 'finish', size: 5, fellBack: true });
+    results.forEach((r, i) => {
+      expect(r).toMatchObject({ applied: true, task: { id: made[i].id, status: 'completed' } });
+      expect(r.applied && r.expiry && r.expiry.msUntilExpiry > 0).toBe(true);
+    });
+    for (const row of await rowsOf(made.map((t) => t.id))) {
+      expect(row).toEqual({ id: row.id, status: 'completed', result: { n: row.id } });
+    }
+  });
+
+  it('a single outcome committed unheard is answered as applied; a different outcome is still refused', async () => {
+    const t = await repo.insertWithLimits(newTask('lost-finish-one'), roomy);
+    const fence = { taskId: t.id, generation: t.generation, instanceId: me };
+    const lost = proxy.loseCommitReply(commitOf([t], 1));
+    const r = await repo.failIfCurrent(fence, { code: -32000, message: 'tool said no' });
+    await lost;
+    expect(r).toMatchObject({
+      applied: true,
+      task: { status: 'failed', error: { message: 'tool said no' } },
+    });
+    // Only the very outcome that landed counts as this write's: another one is late, as before.
+    const late = await repo.failIfCurrent(fence, { code: -32000, message: 'something else' });
+    expect(late).toMatchObject({ applied: false, reason: 'not_current' });
   });
 });

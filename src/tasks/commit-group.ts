@@ -8,10 +8,14 @@ export interface CommitGroupOptions<E, R> {
   maxInFlight: number;
   /**
    * Runs several entries in one transaction and answers per entry, in order; ON_ITS_OWN for an entry the
-   * group left alone. Throwing means nothing of the group happened: every entry then runs on its own.
+   * group left alone. Throwing means the group did not commit, or may have (its COMMIT's answer was lost):
+   * every entry then runs on its own, so runOne must recognise an entry whose write the group landed.
    */
   runGroup: (entries: E[]) => Promise<Array<R | typeof ON_ITS_OWN>>;
-  /** The one-entry path, with its exact errors: a group of one, and every entry a group gave back. */
+  /**
+   * The one-entry path, with its exact errors: a group of one, and every entry a group gave back. It finds
+   * out what an earlier attempt landed (its own ids, its own outcome) and answers with that.
+   */
   runOne: (entry: E) => Promise<R>;
   /** Told each group's size once it has run (a metric). */
   onGroup?: (size: number, fellBack: boolean) => void;
@@ -29,7 +33,8 @@ interface Waiting<E, R> {
  * for a timer: an idle queue starts a write on the next turn of the event loop, so a lone write pays no
  * added latency, and under load the groups grow with it. A group never decides an entry's error: any
  * failure runs the entries again one by one on the ordinary path, so every caller gets the answer it
- * would have got alone.
+ * would have got alone; a group whose commit may have landed unheard is no exception, since that path
+ * recognises what landed.
  */
 export class CommitGroupQueue<E, R> {
   private readonly waiting: Array<Waiting<E, R>> = [];

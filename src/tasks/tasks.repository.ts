@@ -1,9 +1,10 @@
 import { Injectable } from '@nestjs/common';
+import { isDeepStrictEqual } from 'node:util';
 import { DataSource } from 'typeorm';
 import { PgBusService } from '../bus/pg-bus.service.js';
 import { AppConfig } from '../config/app-config.js';
 import { runPrepared, type PreparedStatement } from '../database/prepared-query.js';
-import { inTransaction, type SqlTx } from '../database/sql-transaction.js';
+import { CommitOutcomeUnknownError, inTransaction, type SqlTx } from '../database/sql-transaction.js';
 import type { StoredTraceContext } from '../telemetry/trace-context.js';
 import { CommitGroupQueue, ON_ITS_OWN } from './commit-group.js';
 import type { ListPosition } from './task-ids.js';
@@ -334,8 +335,10 @@ const FINISH_IF_CURRENT: PreparedStatement = {
 
 /**
  * FINISH_IF_CURRENT for several runs at once (a commit group of worker outcomes), with the same conditions
- * per row. The rows are locked in id order, so two such statements cannot deadlock over them; a row that
- * is not written comes back as no row, and its outcome goes on its own path (which says why).
+ * per row. A row locked by another transaction is skipped (SKIP LOCKED): one busy task must not hold up the
+ * unrelated outcomes of its group for up to lock_timeout, so it goes on its own path and waits there
+ * alone. The rows are locked in id order; a row that is not written (skipped, or not the run's any more)
+ * comes back as no row, and its outcome goes on its own path (which waits for the lock and says why).
  */
 const FINISH_GROUP_ARITY = 7;
 function finishGroupStatement(n: number): PreparedStatement {
@@ -351,7 +354,7 @@ function finishGroupStatement(n: number): PreparedStatement {
               WHERE t.status IN ${LIVE_SQL} AND t.generation = v.generation AND t.instance_id = v.instance_id
                 AND t.expires_at > now()
               ORDER BY t.id
-              FOR UPDATE OF t)
+              FOR UPDATE OF t SKIP LOCKED)
            UPDATE task t SET status = v.status, status_message = v.status_message,
                   result = CASE WHEN v.ok THEN v.payload ELSE t.result END,
                   error = CASE WHEN v.ok THEN t.error ELSE v.payload END,
@@ -366,6 +369,18 @@ function finishGroupStatement(n: number): PreparedStatement {
 }
 
 const EXPIRED: TaskErrorPayload = { code: -32603, message: 'Task expired' };
+
+/**
+ * Attempts of a write whose COMMIT answer was lost (CommitOutcomeUnknownError) before its caller is told
+ * so: each later attempt first recognises the work an earlier one landed (see insertAlone, finishAlone).
+ */
+const COMMIT_UNKNOWN_ATTEMPTS = 3;
+
+/** The row a creation with a freshly minted id finds already there: the one an earlier attempt committed. */
+const FIND_CREATED: PreparedStatement = {
+  name: 'mcp_task_find_created',
+  text: `SELECT ${SNAPSHOT_COLUMNS} FROM task WHERE id = $1 AND owner_id = $2 AND tool_name = $3`,
+};
 const WORKER_LOST_MESSAGE = 'worker lost: the server running this task stopped';
 
 /** kind: what the group committed; size: its entries; fellBack: it failed and each entry ran alone. */
@@ -397,6 +412,22 @@ function bySessionRow(a: Row, b: Row): number {
 }
 function bySession(a: TaskSnapshot, b: TaskSnapshot): number {
   return (a.sessionId ?? '').localeCompare(b.sessionId ?? '');
+}
+
+/** Whether `t` holds exactly the outcome `fields` of the run `fence`, written by that run (see finishOnce). */
+function landedOutcome(
+  t: TaskSnapshot,
+  fence: WorkerFence,
+  to: 'completed' | 'failed',
+  fields: OutcomeFields,
+): boolean {
+  if (t.status !== to || t.generation !== fence.generation || t.instanceId !== null) return false;
+  if (t.statusMessage !== fields.statusMessage) return false;
+  // As stored: jsonb drops undefined members and orders keys its own way (deep equality ignores order).
+  const stored = (v: unknown): unknown => (v === undefined ? null : JSON.parse(JSON.stringify(v)));
+  return to === 'completed'
+    ? isDeepStrictEqual(stored(fields.result), t.result)
+    : isDeepStrictEqual(stored(fields.error), t.error);
 }
 
 function expiryOf(row: Row, measuredAt: number): ExpiryReading {
@@ -482,7 +513,16 @@ export class TasksRepository {
    * committed, so the counts cannot miss one. A refusal rolls the insert back. See migration
    * TaskUsageCounters.
    */
-  private async insertAlone(t: NewTask, limits: CreationLimits): Promise<TaskSnapshot> {
+  private insertAlone(t: NewTask, limits: CreationLimits): Promise<TaskSnapshot> {
+    return this.untilKnown(() => this.insertOnce(t, limits));
+  }
+
+  /**
+   * One attempt of insertAlone. The id is minted for this creation, so a duplicate of it can only be the
+   * row an earlier attempt (or the commit group it was in) committed without hearing back: that row is the
+   * answer, not an error.
+   */
+  private async insertOnce(t: NewTask, limits: CreationLimits): Promise<TaskSnapshot> {
     try {
       return await this.tx(async (m) => {
         const rows = await m.first<Row>(INSERT_TASK, insertValues(t));
@@ -498,9 +538,28 @@ export class TasksRepository {
         return task;
       });
     } catch (err) {
-      const limit = LIMIT_SQLSTATES[String((err as { code?: unknown }).code)];
+      const e = err as { code?: unknown; constraint?: unknown };
+      const limit = LIMIT_SQLSTATES[String(e.code)];
       if (limit) throw limitRefusal(limit, limits);
+      if (e.code === '23505' && e.constraint === 'PK_task') {
+        const [row] = await runPrepared<Row>(this.dataSource, FIND_CREATED, [t.id, t.ownerId, t.toolName]);
+        if (row) return rowToSnapshot(row);
+      }
       throw err;
+    }
+  }
+
+  /**
+   * Runs `attempt` again while its COMMIT's answer is lost, up to COMMIT_UNKNOWN_ATTEMPTS times. Only for
+   * writes whose attempts recognise what an earlier one landed, so a second attempt never writes twice.
+   */
+  private async untilKnown<T>(attempt: () => Promise<T>): Promise<T> {
+    for (let n = 1; ; n++) {
+      try {
+        return await attempt();
+      } catch (err) {
+        if (!(err instanceof CommitOutcomeUnknownError) || n >= COMMIT_UNKNOWN_ATTEMPTS) throw err;
+      }
     }
   }
 
@@ -1052,7 +1111,21 @@ export class TasksRepository {
     return this.outcomes.submit({ fence, to, fields });
   }
 
-  private async finishAlone(
+  private finishAlone(
+    fence: WorkerFence,
+    to: 'completed' | 'failed',
+    fields: OutcomeFields,
+  ): Promise<WorkerWriteResult> {
+    return this.untilKnown(() => this.finishOnce(fence, to, fields));
+  }
+
+  /**
+   * One attempt of finishAlone. A task that is no longer the run's yet holds exactly this outcome at the
+   * run's generation was finished by this very write, by an earlier attempt or its commit group whose
+   * COMMIT answer was lost (nothing else writes a terminal state without a new generation): it is
+   * answered as applied.
+   */
+  private async finishOnce(
     fence: WorkerFence,
     to: 'completed' | 'failed',
     fields: OutcomeFields,
@@ -1075,7 +1148,13 @@ export class TasksRepository {
         await this.publish(m, task, previous);
         return { applied: true, task, previous, expiry: expiryOf(row, measuredAt) };
       }
-      return this.workerWriteIn(m, fence, to, fields);
+      const refused = await this.workerWriteIn(m, fence, to, fields);
+      if (refused.applied || !refused.task || !landedOutcome(refused.task, fence, to, fields)) return refused;
+      const [clock] = await m.query<Row>(`SELECT ${MS_UNTIL_EXPIRY} FROM task t WHERE t.id = $1`, [
+        fence.taskId,
+      ]);
+      // Whether it was working or input_required before is no longer known; the run was working.
+      return { applied: true, task: refused.task, previous: 'working', expiry: expiryOf(clock, measuredAt) };
     });
   }
 

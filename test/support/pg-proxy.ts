@@ -1,8 +1,15 @@
 import net from 'node:net';
 
+/** A COMMIT the proxy lets through and then loses the answer of (see loseCommitReply). */
+interface CommitTrap {
+  match: (sql: string, app: string) => boolean;
+  sprung: (sql: string) => void;
+}
+
 /**
  * A TCP proxy in front of the test PostgreSQL that can misbehave like a network: refuse new connections,
- * black-hole live ones (half-open: nothing arrives, nothing is closed) or cut them. It reads the startup
+ * black-hole live ones (half-open: nothing arrives, nothing is closed), cut them, or lose the answer to
+ * a COMMIT that the server carried out. It reads the startup
  * message of each connection to learn its application_name, so a test can aim at one kind of connection
  * (the LISTEN connection, say) and leave the pool alone. Plain TCP only (no SSL), as the test server is.
  */
@@ -11,6 +18,7 @@ export class PgProxy {
   private readonly conns = new Set<ProxiedConnection>();
   private refusing: ((app: string) => boolean) | undefined;
   private stallOnQuery: ((app: string) => boolean) | undefined;
+  private readonly commitTraps: CommitTrap[] = [];
   /** Every connection accepted so far, by application_name (refused ones too). */
   readonly accepted: string[] = [];
 
@@ -44,6 +52,28 @@ export class PgProxy {
   /** Matching connections go silent at their next simple query, as if the network died under them. */
   stallAtNextQuery(match: ((app: string) => boolean) | undefined): void {
     this.stallOnQuery = match;
+  }
+
+  /**
+   * The next simple query that ends in COMMIT and matches (its SQL text, the connection's application_name)
+   * goes to PostgreSQL as usual, but the server's answer is held back; once the server reports the COMMIT
+   * done, the connection is cut both ways. The client sees a dropped connection for a transaction that did
+   * commit. Resolves with the query text when that has happened; several traps spring in order.
+   */
+  loseCommitReply(match: (sql: string, app: string) => boolean): Promise<string> {
+    return new Promise((resolve) => this.commitTraps.push({ match, sprung: resolve }));
+  }
+
+  /** Traps set by loseCommitReply that have not sprung yet. */
+  get commitTrapsArmed(): number {
+    return this.commitTraps.length;
+  }
+
+  /** The trap a query springs, if any (taken off the list: each springs once). */
+  private trapFor(sql: string, app: string): CommitTrap | undefined {
+    if (!/\bCOMMIT\s*;?\s*$/i.test(sql)) return undefined;
+    const i = this.commitTraps.findIndex((t) => t.match(sql, app));
+    return i < 0 ? undefined : this.commitTraps.splice(i, 1)[0];
   }
 
   /** Black-holes the live matching connections both ways without closing them (a half-open link). */
@@ -104,7 +134,9 @@ export class PgProxy {
         return;
       }
       const upstream = net.connect(this.targetPort, this.targetHost);
-      const conn = new ProxiedConnection(client, upstream, app, this.stallOnQuery?.(app) ?? false);
+      const conn = new ProxiedConnection(client, upstream, app, this.stallOnQuery?.(app) ?? false, (sql) =>
+        this.trapFor(sql, app),
+      );
       this.conns.add(conn);
       conn.onClose(() => this.conns.delete(conn));
       conn.start(head);
@@ -118,12 +150,15 @@ class ProxiedConnection {
   stalled = false;
   private pending = Buffer.alloc(0);
   private afterStartup = false;
+  /** A COMMIT whose answer is being held back: the server's bytes since it went out, and its trap. */
+  private held: { trap: CommitTrap; sql: string; bytes: Buffer } | undefined;
 
   constructor(
     private readonly client: net.Socket,
     private readonly upstream: net.Socket,
     readonly app: string,
     private readonly stallOnQuery: boolean,
+    private readonly trapFor: (sql: string) => CommitTrap | undefined,
   ) {}
 
   start(startup: Buffer): void {
@@ -132,7 +167,8 @@ class ProxiedConnection {
     this.client.on('close', () => this.destroy());
     this.upstream.on('close', () => this.destroy());
     this.upstream.on('data', (d: Buffer) => {
-      if (!this.stalled) this.client.write(d);
+      if (this.held) this.fromServerHeld(d);
+      else if (!this.stalled) this.client.write(d);
     });
     this.client.on('data', (d: Buffer) => this.fromClient(d));
     this.fromClient(startup);
@@ -151,13 +187,12 @@ class ProxiedConnection {
     this.upstream.destroy();
   }
 
-  /** Frames client messages, so "stall at the next query" happens exactly before a 'Q' reaches the server. */
+  /**
+   * Frames client messages, so "stall at the next query" happens exactly before a 'Q' reaches the server,
+   * and a trapped COMMIT is known the moment it is sent.
+   */
   private fromClient(d: Buffer): void {
     if (this.stalled) return;
-    if (!this.stallOnQuery) {
-      this.upstream.write(d);
-      return;
-    }
     this.pending = Buffer.concat([this.pending, d]);
     for (;;) {
       const headerLen = this.afterStartup ? 5 : 4;
@@ -166,13 +201,47 @@ class ProxiedConnection {
       if (this.pending.length < len) return;
       const frame = this.pending.subarray(0, len);
       if (this.afterStartup && frame[0] === 0x51 /* 'Q' */) {
-        this.stalled = true;
-        this.pending = Buffer.alloc(0);
-        return;
+        if (this.stallOnQuery) {
+          this.stalled = true;
+          this.pending = Buffer.alloc(0);
+          return;
+        }
+        const sql = frame.subarray(5, len - 1).toString('utf8');
+        const trap = this.trapFor(sql);
+        if (trap) this.held = { trap, sql, bytes: Buffer.alloc(0) };
       }
       this.afterStartup = true;
       this.pending = this.pending.subarray(len);
       this.upstream.write(frame);
+    }
+  }
+
+  /**
+   * The server's answer to a trapped COMMIT: held back until its CommandComplete "COMMIT" (the commit is
+   * done), then the connection is cut without relaying any of it. An answer that ends (ReadyForQuery)
+   * without one, an error say, is relayed as it was and the trap counts as sprung all the same.
+   */
+  private fromServerHeld(d: Buffer): void {
+    const held = this.held!;
+    held.bytes = Buffer.concat([held.bytes, d]);
+    for (let at = 0; at + 5 <= held.bytes.length;) {
+      const len = held.bytes.readInt32BE(at + 1) + 1;
+      if (at + len > held.bytes.length) return;
+      const type = held.bytes[at];
+      const body = held.bytes.subarray(at + 5, at + len);
+      if (type === 0x43 /* 'C' */ && body.toString('utf8') === 'COMMIT\0') {
+        this.held = undefined;
+        this.destroy();
+        held.trap.sprung(held.sql);
+        return;
+      }
+      if (type === 0x5a /* 'Z' */) {
+        this.held = undefined;
+        this.client.write(held.bytes);
+        held.trap.sprung(held.sql);
+        return;
+      }
+      at += len;
     }
   }
 }
