@@ -293,6 +293,55 @@ describe('commit groups (real PostgreSQL)', () => {
     expect(r.counters).toEqual(r.rows);
   });
 
+  it("someone else's read of a task whose outcome is committing does not wait for that commit", async () => {
+    const owner = 'g-pending-owner';
+    const task = await tasks.createAndStart({
+      ownerId: owner,
+      era: 'legacy',
+      toolName: 't',
+      requestParams: {},
+      mode: 'immediate',
+    });
+    const run = await executor.run(task.id);
+    await withClient(db.url, async (c) => {
+      // The owner's outcome commit is held up behind a row lock.
+      await c.query('BEGIN');
+      await c.query('SELECT 1 FROM task WHERE id = $1 FOR UPDATE', [task.id]);
+      run.complete({ content: [{ type: 'text', text: 'finished' }] });
+      await waitFor(() => app.get(TaskRunnerService).outcomeInFlight(task.id, owner) !== undefined);
+      const readers: string[] = [];
+      const findOwnedClocked = repo.findOwnedClocked.bind(repo);
+      repo.findOwnedClocked = (ownerId, id) => {
+        readers.push(ownerId);
+        return findOwnedClocked(ownerId, id);
+      };
+      try {
+        const timed = async (id: string): Promise<{ ms: number; err: unknown }> => {
+          const started = performance.now();
+          const pending = tasks.get('g-stranger', id).catch((e: unknown) => e);
+          // Straight to the database, as for any id that is not the caller's: no wait comes first.
+          expect(readers.splice(0)).toEqual(['g-stranger']);
+          const err = await pending;
+          return { ms: performance.now() - started, err };
+        };
+        const foreign = await timed(task.id);
+        const random = await timed(newTaskId());
+        for (const r of [foreign, random]) {
+          expect(r.err).toBeInstanceOf(TaskError);
+          expect((r.err as TaskError).code).toBe(TaskErrorCode.TASK_NOT_FOUND);
+        }
+        console.log(
+          `tasks/get by a stranger: ${foreign.ms.toFixed(1)} ms for an id whose outcome is committing, ` +
+            `${random.ms.toFixed(1)} ms for a random id`,
+        );
+      } finally {
+        Reflect.deleteProperty(repo, 'findOwnedClocked');
+      }
+      await c.query('COMMIT');
+    });
+    expect(await tasks.get(owner, task.id)).toMatchObject({ status: 'completed' });
+  });
+
   it('a read of a task whose run here has returned answers its outcome, not "working"', async () => {
     const owner = 'g-read';
     const task = await tasks.createAndStart({
@@ -308,7 +357,7 @@ describe('commit groups (real PostgreSQL)', () => {
       await c.query('BEGIN');
       await c.query('SELECT 1 FROM task WHERE id = $1 FOR UPDATE', [task.id]);
       run.complete({ content: [{ type: 'text', text: 'finished' }] });
-      await waitFor(() => app.get(TaskRunnerService).outcomeInFlight(task.id) !== undefined);
+      await waitFor(() => app.get(TaskRunnerService).outcomeInFlight(task.id, owner) !== undefined);
       // Count the registry's owner-scoped reads (they still run; nothing is stubbed).
       const readers: string[] = [];
       const findOwnedClocked = repo.findOwnedClocked.bind(repo);

@@ -39,6 +39,8 @@ import {
 /** One run of a task on this instance: a task id at one generation (a resume is a new run). */
 interface RunningTask {
   fence: WorkerFence;
+  /** Whose task it is: only the owner's reads may wait for its outcome (see outcomeInFlight). */
+  ownerId: string;
   toolName: string;
   createdAt: Date;
   controller: AbortController;
@@ -211,11 +213,14 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
   /**
    * When this instance's run of the task has returned and its outcome is being written, the promise of that
    * write (it settles when the write lands or is given up); otherwise undefined. A read that waits for it
-   * answers with the outcome instead of a "working" the client would only poll again.
+   * answers with the outcome instead of a "working" the client would only poll again. Only for the task's
+   * owner: anyone else must not wait, or how long a read of a foreign id takes would tell that it exists
+   * and is finishing.
    */
-  outcomeInFlight(taskId: string): Promise<WrittenOutcome | undefined> | undefined {
+  outcomeInFlight(taskId: string, ownerId: string): Promise<WrittenOutcome | undefined> | undefined {
     const entry = this.running.get(taskId);
-    return entry?.settled ? entry.done.then(() => entry.written) : undefined;
+    if (!entry?.settled || entry.ownerId !== ownerId) return undefined;
+    return entry.done.then(() => entry.written);
   }
 
   /**
@@ -274,6 +279,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     const fence = this.fenceOf(task);
     const entry: RunningTask = {
       fence,
+      ownerId: task.ownerId,
       toolName: task.toolName,
       createdAt: task.createdAt,
       controller,

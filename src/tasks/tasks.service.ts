@@ -414,10 +414,11 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     if (!isWellFormedTaskId(taskId)) return null;
     const cached = this.finished.get(ownerId, taskId);
     if (cached) return cached;
-    // The task's run here has returned and its outcome is committing: wait for that commit (a few
+    // The owner's task's run here has returned and its outcome is committing: wait for that commit (a few
     // milliseconds; bounded, since a write retried through an outage can take much longer) and answer the
-    // outcome. Nothing is revealed: the read below still filters by owner, whatever it waited for.
-    const writing = this.runner.outcomeInFlight(taskId);
+    // outcome. Anyone else's read goes straight to the database (where the task is not theirs) without
+    // waiting, so its timing tells nothing about someone else's task.
+    const writing = this.runner.outcomeInFlight(taskId, ownerId);
     if (writing) {
       const written = await settledWithin(writing, OUTCOME_WAIT_MS);
       // A terminal state this instance just committed is what the database holds and will keep: the owner
