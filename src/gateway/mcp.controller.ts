@@ -1,6 +1,7 @@
 import { All, Controller, Delete, Get, Logger, Post, Req, Res, UseGuards } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { AppConfig } from '../config/app-config.js';
+import { unstorableText } from '../common/storable-text.js';
 import { mapError } from '../protocol/error-mapping.js';
 import {
   classifyMessage,
@@ -121,6 +122,9 @@ export class McpController {
         throw err;
       }
       if (classified.kind === 'request') id = classified.message.id;
+      // Arguments, answers and results are stored as jsonb or text, which refuse such text on every try.
+      const unstorable = unstorableText(body, '');
+      if (unstorable) throw ProtocolError.invalidParams(`${unstorable}, which cannot be stored`);
       const principal = this.principal(req);
       this.quotas.checkPrincipalRate(principal.id);
       const listen = classified.kind === 'request' && classified.message.method === 'subscriptions/listen';

@@ -3,7 +3,13 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { createTestApp } from '../../test/support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
-import { ControlledExecutor, metricValue, sleep, waitFor } from '../../test/support/controlled-executor.js';
+import {
+  ControlledExecutor,
+  metricValue,
+  sleep,
+  waitFor,
+  type ControlledRun,
+} from '../../test/support/controlled-executor.js';
 import { PgBusService } from '../bus/pg-bus.service.js';
 import { InstancesRepository } from '../instances/instances.repository.js';
 import { InstancesService } from '../instances/instances.service.js';
@@ -234,6 +240,86 @@ describe('task faults on real PostgreSQL', () => {
       }
       await waitFor(() => !runner.isRunning(t.id) || undefined);
       expect((await row(t.id)).status).toBe('working'); // left for the janitor: "worker lost" after the lease
+    });
+  });
+
+  describe('an outcome PostgreSQL can never store fails the task at once', () => {
+    const settledRow = (id: string, ms = WRITE_RETRY_MS - 1000) =>
+      waitFor(async () => {
+        const cur = await row(id);
+        return cur.status !== 'working' ? cur : undefined;
+      }, ms);
+    const retries = async () =>
+      (await metricValue(app, 'mcp_task_write_retries_total', { op: 'complete' })) +
+      (await metricValue(app, 'mcp_task_write_retries_total', { op: 'fail' })) +
+      (await metricValue(app, 'mcp_task_write_retries_total', { op: 'park' }));
+
+    it('a NUL character in a result, an error or an input request: failed saying where, never retried', async () => {
+      const owner = 'owner-nul';
+      const cases = [
+        {
+          finish: (r: ControlledRun) => r.complete({ content: [{ type: 'text', text: 'Hello Ada\u0000' }] }),
+          message:
+            "The tool's result could not be stored: result.content[0].text contains a NUL character (\\u0000)",
+        },
+        {
+          finish: (r: ControlledRun) => r.fail(-32000, 'no such user: Ada\u0000'),
+          message: "The tool's error could not be stored: error.message contains a NUL character (\\u0000)",
+        },
+        {
+          finish: (r: ControlledRun) => r.park({ name: ask('Ada\u0000?') }),
+          message:
+            "The tool's input request could not be stored: input.requests.name.params.message contains a NUL character (\\u0000)",
+        },
+      ];
+      const retriesBefore = await retries();
+      for (const { finish, message } of cases) {
+        const t = await tasks.createAndStart(input(owner));
+        finish(await exec.run(t.id, 0));
+        expect(await settledRow(t.id)).toMatchObject({
+          status: 'failed',
+          status_message: message,
+          result: null,
+          error: { code: -32603, message },
+        });
+        await waitFor(() => !runner.isRunning(t.id) || undefined);
+      }
+      expect(await retries()).toBe(retriesBefore);
+    });
+
+    it('a poison outcome PostgreSQL refuses (class 22) fails alone; the others of its group complete', async () => {
+      const owner = 'owner-poison';
+      const groups: Array<{ kind: string; size: number; fellBack: boolean }> = [];
+      let listening = true;
+      repo.onCommitGroup((kind, size, fellBack) => {
+        if (listening) groups.push({ kind, size, fellBack });
+      });
+      const made = await Promise.all(Array.from({ length: 5 }, () => tasks.createAndStart(input(owner))));
+      const runs = await Promise.all(made.map((t) => exec.run(t.id, 0)));
+      const retriesBefore = await retries();
+      // An unpaired surrogate has no UTF-8 form: jsonb refuses it (22P02) however often it is sent.
+      runs.forEach((r, i) =>
+        r.complete({ content: [{ type: 'text', text: i === 2 ? 'bad \ud800' : `fine ${i}` }] }),
+      );
+      const rows = await Promise.all(made.map((t) => settledRow(t.id)));
+      listening = false;
+      rows.forEach((r, i) => {
+        if (i === 2) {
+          expect(r).toMatchObject({
+            status: 'failed',
+            error: {
+              code: -32603,
+              message:
+                "The tool's result could not be stored: result.content[0].text contains an unpaired UTF-16 surrogate",
+            },
+          });
+        } else {
+          expect(r).toMatchObject({ status: 'completed', result: { content: [{ text: `fine ${i}` }] } });
+        }
+      });
+      // The poison's group rolled back as a whole and each of its outcomes went on alone.
+      expect(groups.some((g) => g.kind === 'finish' && g.size > 1 && g.fellBack)).toBe(true);
+      expect(await retries()).toBe(retriesBefore);
     });
   });
 

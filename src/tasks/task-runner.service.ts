@@ -1,4 +1,5 @@
 import { correlationId, internalErrorText, isInfrastructureFault } from '../common/internal-fault.js';
+import { unstorableText, UnstorableValueError } from '../common/storable-text.js';
 import {
   Inject,
   Injectable,
@@ -70,6 +71,38 @@ const WRITE_RETRY_BASE_MS = 100;
 const WRITE_RETRY_CAP_MS = 2000;
 
 export type WriteOp = 'complete' | 'fail' | 'park';
+
+/** A final write that no attempt can land: PostgreSQL refuses its data (see unstorableReason). */
+interface Unstorable {
+  unstorable: string;
+}
+
+/**
+ * Why a write can never land, or null when another attempt may: a value known to be unstorable, or one
+ * PostgreSQL refused as data (SQLSTATE class 22, data exception) or as over one of its limits (class 54).
+ * Only the SQLSTATE is told: the server's text may name tables and types.
+ */
+function unstorableReason(err: unknown): string | null {
+  if (err instanceof UnstorableValueError) return err.message;
+  if (!isInfrastructureFault(err)) return null;
+  const code = (err as { code?: unknown }).code;
+  if (typeof code !== 'string') return null;
+  if (code.startsWith('22')) return `PostgreSQL refused it as invalid data (SQLSTATE ${code})`;
+  if (code.startsWith('54')) return `it is over one of PostgreSQL's limits (SQLSTATE ${code})`;
+  return null;
+}
+
+/** What a final write stores of an outcome: its name, the root of paths into it, and the value. */
+function storedPart(outcome: TaskOutcome): [what: string, root: string, value: unknown] {
+  switch (outcome.kind) {
+    case 'completed':
+      return ['result', 'result', outcome.result];
+    case 'failed':
+      return ['error', 'error', outcome.error];
+    case 'input_required':
+      return ['input request', 'input', { requests: outcome.requests, handlerState: outcome.handlerState }];
+  }
+}
 
 export const SHUTDOWN_ERROR: TaskErrorPayload = { code: -32603, message: 'server shutting down' };
 const SHUTDOWN_STATUS = 'server shutting down: the task was interrupted';
@@ -359,34 +392,18 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
       outcome = { kind: 'failed', error: errorPayload(settled.error, id) };
     }
     const aborted = entry.controller.signal.aborted && !settled.ok;
-    let result: WorkerWriteResult | ParkResult | null;
-    switch (outcome.kind) {
-      case 'completed': {
-        const r = outcome.result;
-        result = await this.writeWithRetry(entry, 'complete', () =>
-          this.repo.completeIfCurrent(entry.fence, r),
-        );
-        if (result?.applied) this.metrics.taskFinished(entry, 'completed');
-        break;
-      }
-      case 'failed': {
-        const e = outcome.error;
-        result = await this.writeWithRetry(entry, 'fail', () => this.repo.failIfCurrent(entry.fence, e));
-        if (result?.applied) this.metrics.taskFinished(entry, 'failed');
-        break;
-      }
-      case 'input_required': {
-        const { requests, handlerState } = outcome;
-        result = await this.writeWithRetry(entry, 'park', () =>
-          this.repo.parkForInput(entry.fence, requests, handlerState, {
-            maxRounds: this.config.TASK_MAX_INPUT_ROUNDS,
-            maxKeys: this.config.TASK_MAX_INPUT_KEYS,
-            maxStateBytes: this.config.TASK_MAX_HANDLER_STATE_BYTES,
-          }),
-        );
-        if (result?.applied && result.limitBroken) this.metrics.taskFinished(entry, 'failed');
-        break;
-      }
+    let written = await this.writeOutcome(entry, outcome);
+    if (written !== null && 'unstorable' in written) {
+      // No retry can store it: the task fails now, saying why, instead of after TASK_WRITE_RETRY_MS of
+      // retries and the janitor's "worker lost".
+      const [what, root, stored] = storedPart(outcome);
+      const message = `The tool's ${what} could not be stored: ${unstorableText(stored, root) ?? written.unstorable}`;
+      outcome = { kind: 'failed', error: { code: -32603, message } };
+      written = await this.writeOutcome(entry, outcome);
+    }
+    const result = written !== null && 'unstorable' in written ? null : written;
+    if (result?.applied && isTerminal(result.task.status)) {
+      this.metrics.taskFinished(entry, result.task.status === 'completed' ? 'completed' : 'failed');
     }
     if (result?.applied)
       entry.written = { task: result.task, expiry: 'expiry' in result ? result.expiry : undefined };
@@ -403,6 +420,33 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     }
   }
 
+  /** The final write of `outcome`, retried (see writeWithRetry). */
+  private writeOutcome(
+    entry: RunningTask,
+    outcome: TaskOutcome,
+  ): Promise<WorkerWriteResult | ParkResult | Unstorable | null> {
+    switch (outcome.kind) {
+      case 'completed': {
+        const r = outcome.result;
+        return this.writeWithRetry(entry, 'complete', () => this.repo.completeIfCurrent(entry.fence, r));
+      }
+      case 'failed': {
+        const e = outcome.error;
+        return this.writeWithRetry(entry, 'fail', () => this.repo.failIfCurrent(entry.fence, e));
+      }
+      case 'input_required': {
+        const { requests, handlerState } = outcome;
+        return this.writeWithRetry(entry, 'park', () =>
+          this.repo.parkForInput(entry.fence, requests, handlerState, {
+            maxRounds: this.config.TASK_MAX_INPUT_ROUNDS,
+            maxKeys: this.config.TASK_MAX_INPUT_KEYS,
+            maxStateBytes: this.config.TASK_MAX_HANDLER_STATE_BYTES,
+          }),
+        );
+      }
+    }
+  }
+
   /**
    * A fenced final write, retried with jittered exponential backoff while it fails for a reason the next
    * attempt may not have (lock_timeout behind another transaction, a reset connection, a database restart or
@@ -411,13 +455,14 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
    * makes every attempt safe — a task the janitor failed meanwhile, or another run took, refuses the write
    * instead of taking it twice. After an outage the janitor waits one lease period of good health before it
    * fails lapsed leases, which is when these retries land. Null when it never landed: that is logged and
-   * counted in mcp_task_write_failures_total{op}, and the janitor fails the task "worker lost".
+   * counted in mcp_task_write_failures_total{op}, and the janitor fails the task "worker lost". A write
+   * whose data PostgreSQL can never store is not retried at all: it comes back as Unstorable.
    */
   private async writeWithRetry<R>(
     entry: RunningTask,
     op: WriteOp,
     write: () => Promise<R>,
-  ): Promise<R | null> {
+  ): Promise<R | Unstorable | null> {
     const started = performance.now();
     for (let attempt = 1; ; attempt++) {
       try {
@@ -425,6 +470,15 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
         if (attempt > 1) this.metrics.writeRetried(op, attempt);
         return r;
       } catch (err) {
+        const unstorable = unstorableReason(err);
+        if (unstorable !== null) {
+          this.metrics.writeFailed(op);
+          const cause = err instanceof UnstorableValueError ? '' : ` (${describe(err)})`;
+          this.logger.error(
+            `the ${op} of task ${entry.fence.taskId} cannot be stored: ${unstorable}${cause}`,
+          );
+          return { unstorable };
+        }
         const retryable = !(err instanceof TaskError) || err.code === TaskErrorCode.TASK_BUSY;
         const delay =
           Math.min(WRITE_RETRY_CAP_MS, WRITE_RETRY_BASE_MS * 2 ** (attempt - 1)) * (0.5 + Math.random() / 2);

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { isDeepStrictEqual } from 'node:util';
 import { DataSource } from 'typeorm';
 import { PgBusService } from '../bus/pg-bus.service.js';
+import { hasNul, jsonHasNul, unstorableText, UnstorableValueError } from '../common/storable-text.js';
 import { AppConfig } from '../config/app-config.js';
 import { runPrepared, type PreparedStatement } from '../database/prepared-query.js';
 import { CommitOutcomeUnknownError, inTransaction, type SqlTx } from '../database/sql-transaction.js';
@@ -401,6 +402,8 @@ interface Outcome {
   fence: WorkerFence;
   to: 'completed' | 'failed';
   fields: OutcomeFields;
+  /** The result (completed) or error (failed) as JSON, made once for whichever path writes it. */
+  payload: string;
 }
 
 /**
@@ -485,7 +488,7 @@ export class TasksRepository {
       // the task waits for it), leaving half the pool to everything else.
       maxInFlight: Math.max(1, Math.floor(config.DB_POOL_MAX / 2)),
       runGroup: (entries) => this.finishGroup(entries),
-      runOne: (o) => this.finishAlone(o.fence, o.to, o.fields),
+      runOne: (o) => this.finishAlone(o.fence, o.to, o.fields, o.payload),
       onGroup: (size, fellBack) => this.groupListeners.forEach((l) => l('finish', size, fellBack)),
     });
   }
@@ -1101,22 +1104,32 @@ export class TasksRepository {
   /**
    * A run's outcome: the one-statement write (FINISH_IF_CURRENT) when the task is still the run's, which is
    * the common case; otherwise, in the same transaction, the general path that locks the row and says why
-   * the write was refused (expiring the task if it is due).
+   * the write was refused (expiring the task if it is due). An outcome holding a NUL character is refused
+   * with UnstorableValueError before it joins a group: PostgreSQL would refuse it on every attempt.
    */
   private finishIfCurrent(
     fence: WorkerFence,
     to: 'completed' | 'failed',
     fields: OutcomeFields,
   ): Promise<WorkerWriteResult> {
-    return this.outcomes.submit({ fence, to, fields });
+    const value = to === 'completed' ? fields.result : fields.error;
+    const payload = JSON.stringify(value);
+    if (hasNul(fields.statusMessage) || jsonHasNul(payload)) {
+      const where = hasNul(fields.statusMessage)
+        ? 'statusMessage contains a NUL character (\\u0000)'
+        : (unstorableText(value, to === 'completed' ? 'result' : 'error') ?? 'it contains a NUL character');
+      return Promise.reject(new UnstorableValueError(where));
+    }
+    return this.outcomes.submit({ fence, to, fields, payload });
   }
 
   private finishAlone(
     fence: WorkerFence,
     to: 'completed' | 'failed',
     fields: OutcomeFields,
+    payload: string,
   ): Promise<WorkerWriteResult> {
-    return this.untilKnown(() => this.finishOnce(fence, to, fields));
+    return this.untilKnown(() => this.finishOnce(fence, to, fields, payload));
   }
 
   /**
@@ -1129,6 +1142,7 @@ export class TasksRepository {
     fence: WorkerFence,
     to: 'completed' | 'failed',
     fields: OutcomeFields,
+    payload: string,
   ): Promise<WorkerWriteResult> {
     const measuredAt = performance.now();
     return this.tx(async (m) => {
@@ -1140,7 +1154,7 @@ export class TasksRepository {
         to,
         fields.statusMessage,
         completed,
-        JSON.stringify(completed ? fields.result : fields.error),
+        payload,
       ]);
       if (row) {
         const task = rowToSnapshot(row);
@@ -1171,14 +1185,14 @@ export class TasksRepository {
       if (!firstOfTask.has(e.fence.taskId)) firstOfTask.set(e.fence.taskId, i);
     });
     const grouped = [...firstOfTask.values()].map((i) => entries[i]);
-    const values = grouped.flatMap(({ fence, to, fields }) => [
+    const values = grouped.flatMap(({ fence, to, fields, payload }) => [
       fence.taskId,
       fence.generation,
       fence.instanceId,
       to,
       fields.statusMessage,
       to === 'completed',
-      JSON.stringify(to === 'completed' ? fields.result : fields.error),
+      payload,
     ]);
     const measuredAt = performance.now();
     return inTransaction(
