@@ -5,6 +5,7 @@ import { AppConfig } from '../config/app-config.js';
 import type { JsonRpcResponse } from '../protocol/json-rpc.js';
 import { ClientResponsesRepository } from '../sessions/client-responses.repository.js';
 import { McpProtocolError } from '../tool-dispatch/tool-context.js';
+import { RetryBackoff } from './retry-backoff.js';
 import { StreamHub } from './stream-hub.service.js';
 import { captureTraceContext } from '../telemetry/trace-context.js';
 
@@ -13,6 +14,8 @@ const CHANNEL = 'mcp_client_response';
 interface Waiter {
   resolve(result: Record<string, unknown>): void;
   reject(err: Error): void;
+  /** Collecting a parked answer that failed is tried again until it succeeds or the wait ends. */
+  retry: RetryBackoff;
 }
 
 /**
@@ -54,6 +57,7 @@ export class ClientRequestsService implements OnModuleInit {
     signal.throwIfAborted();
     const id = `srv-${randomBytes(12).toString('base64url')}`;
     const k = key(sessionId, id);
+    const retry = new RetryBackoff(() => void this.collect(sessionId, id));
     const result = new Promise<Record<string, unknown>>((resolve, reject) => {
       const timer = setTimeout(() => {
         settle();
@@ -70,6 +74,7 @@ export class ClientRequestsService implements OnModuleInit {
       };
       const settle = (): void => {
         clearTimeout(timer);
+        retry.stop();
         signal.removeEventListener('abort', onAbort);
         this.waiters.delete(k);
       };
@@ -83,6 +88,7 @@ export class ClientRequestsService implements OnModuleInit {
           settle();
           reject(e);
         },
+        retry,
       });
     });
     // MCP trace conventions: a request the server sends carries the server's own trace context in _meta.
@@ -111,12 +117,14 @@ export class ClientRequestsService implements OnModuleInit {
     if (!waiter) return;
     try {
       const payload = await this.parked.take(sessionId, requestId);
+      waiter.retry.succeeded();
       if (payload) this.settle(waiter, payload as unknown as JsonRpcResponse);
     } catch (err) {
-      // The row stays parked: the next wake-up (resync) or the waiter's timeout deals with it.
+      // The row stays parked, and the NOTIFY that announced it is spent: try again until the wait ends.
       this.logger.warn(
-        `could not collect a client response: ${err instanceof Error ? err.message : String(err)}`,
+        `could not collect a client response: ${err instanceof Error ? err.message : String(err)}; retrying`,
       );
+      waiter.retry.failed();
     }
   }
 

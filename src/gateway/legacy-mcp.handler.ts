@@ -63,9 +63,7 @@ export class LegacyMcpHandler {
     this.methods.set('resources/subscribe', async (p, ctx) => {
       if (typeof p.uri !== 'string' || !p.uri)
         throw ProtocolError.invalidParams('params.uri must be a string');
-      if (!ctx.session.resourceSubscriptions.includes(p.uri)) {
-        this.quotas.checkSubscriptions(ctx.session.resourceSubscriptions.length);
-      }
+      // The quota is checked in the same statement that adds the URI (SessionsService.subscribe).
       await this.sessions.subscribe(ctx.session, p.uri);
       return {};
     });

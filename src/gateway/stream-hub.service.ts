@@ -4,6 +4,7 @@ import { PgBusService } from '../bus/pg-bus.service.js';
 import { AppConfig } from '../config/app-config.js';
 import { LifecycleService } from '../lifecycle/lifecycle.service.js';
 import { SseEventsRepository } from '../sessions/sse-events.repository.js';
+import { RetryBackoff } from './retry-backoff.js';
 import type { SseWriter } from './sse-writer.js';
 import { SseStreams } from './sse-streams.service.js';
 
@@ -33,6 +34,8 @@ interface Holder {
   dirty: boolean;
   /** Request streams end after their final event; the standalone stream stays open. */
   endOnFinal: boolean;
+  /** A drain that failed (a pooled read, while the LISTEN connection may be fine) is tried again. */
+  retry: RetryBackoff;
 }
 
 /**
@@ -141,10 +144,12 @@ export class StreamHub implements OnModuleInit {
       draining: Promise.resolve(),
       dirty: false,
       endOnFinal,
+      retry: new RetryBackoff(() => this.wake(sessionId, streamId)),
     };
     this.holders.set(k, holder);
     this.streams.track(endOnFinal ? 'request' : 'standalone', writer);
     writer.onClose(() => {
+      holder.retry.stop();
       if (this.holders.get(k) === holder) this.holders.delete(k);
     });
     this.wake(sessionId, streamId);
@@ -175,10 +180,14 @@ export class StreamHub implements OnModuleInit {
             return;
           }
         }
-        if (rows.length < 500) return;
+        if (rows.length < 500) break;
       }
+      holder.retry.succeeded();
     } catch (err) {
-      this.logger.warn(`stream drain failed: ${err instanceof Error ? err.message : String(err)}`);
+      // The wake-up that asked for this drain is spent; without a retry the events already logged would wait
+      // for the next change or a LISTEN reconnect, which may never come.
+      this.logger.warn(`stream drain failed: ${err instanceof Error ? err.message : String(err)}; retrying`);
+      holder.retry.failed();
     }
   }
 }

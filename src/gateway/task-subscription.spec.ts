@@ -1,5 +1,6 @@
 import type { TaskSnapshot } from '../tasks/task.types.js';
 import type { VersionedTask } from '../tasks/tasks.repository.js';
+import { RetryBackoff } from './retry-backoff.js';
 import { TaskSubscription } from './task-subscription.js';
 
 /** A task row as the table holds it: the test moves it forward and answers reads when it says so. */
@@ -23,8 +24,14 @@ class Table {
 
 const flush = () => new Promise((r) => setImmediate(r));
 
+/** Waits (bounded) for a condition the code under test makes true on its own timers. */
+async function until(done: () => boolean): Promise<void> {
+  for (let i = 0; i < 500 && !done(); i++) await new Promise((r) => setTimeout(r, 2));
+  if (!done()) throw new Error('condition not reached');
+}
+
 describe('TaskSubscription', () => {
-  function setup(ids: string[]) {
+  function setup(ids: string[], retry?: (run: () => void) => RetryBackoff) {
     const table = new Table();
     for (const id of ids) table.version.set(id, 1);
     const sent: string[] = [];
@@ -34,6 +41,7 @@ describe('TaskSubscription', () => {
       (t) => sent.push(`${t.id}:${t.status}`),
       (e) => errors.push(e),
       Promise.resolve(ids.map((id) => table.row(id))),
+      retry,
     );
     return { table, sent, errors, sub };
   }
@@ -94,6 +102,37 @@ describe('TaskSubscription', () => {
     read.answer();
     await sub.settled();
     expect(sent.sort()).toEqual(['a:v5', 'b:v2']);
+  });
+
+  it('reads again by itself after a failed read, with no wake-up, until a read succeeds', async () => {
+    const { table, sent, errors, sub } = setup(['a'], (run) => new RetryBackoff(run, 1, 4));
+    table.version.set('a', 2);
+    sub.wake('a');
+    for (let failures = 0; failures < 3; failures++) {
+      await until(() => table.reads.length > 0);
+      table.reads.shift()!.fail(new Error('pool connection cut'));
+    }
+    // No NOTIFY, no resync: only the retry can ask again.
+    await until(() => table.reads.length > 0);
+    expect(table.reads[0].ids).toEqual(['a']);
+    table.reads.shift()!.answer();
+    await sub.settled();
+    expect(errors).toHaveLength(3);
+    expect(sent).toEqual(['a:v2']);
+    sub.close();
+  });
+
+  it('stops retrying once closed', async () => {
+    let retry: RetryBackoff | undefined;
+    const { table, sub } = setup(['a'], (run) => (retry = new RetryBackoff(run, 1, 4)));
+    table.version.set('a', 2);
+    sub.wake('a');
+    await until(() => table.reads.length > 0);
+    table.reads.shift()!.fail(new Error('pool connection cut'));
+    await sub.settled();
+    expect(retry!.pending).toBe(true);
+    sub.close();
+    expect(retry!.pending).toBe(false);
   });
 
   it('ignores ids outside the subscription and stops when closed', async () => {

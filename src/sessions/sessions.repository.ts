@@ -28,6 +28,13 @@ const FIND_BY_ID: PreparedStatement = {
 
 type SessionRow = Omit<LiveSessionRow, 'touch_due'>;
 
+/** What resources/subscribe did: added the URI, found it held, found the quota full, or no session row. */
+export interface SubscriptionChange {
+  outcome: 'added' | 'held' | 'full' | 'gone';
+  /** Subscriptions the session holds afterwards. */
+  held: number;
+}
+
 function rowToSession(row: SessionRow): McpSession {
   return Object.assign(new McpSession(), {
     id: row.id,
@@ -168,8 +175,43 @@ export class SessionsRepository {
     await this.repo.update({ id }, { logLevel: level });
   }
 
-  async setSubscriptions(id: string, uris: string[]): Promise<void> {
-    await this.repo.update({ id }, { resourceSubscriptions: uris });
+  /**
+   * Adds `uri` to the session's subscriptions unless it holds it already or holds `max` others. One UPDATE
+   * computes the new array from the row as it is when the row lock is taken (PostgreSQL re-checks a row
+   * changed by a concurrent transaction), so concurrent subscribes on any instances all keep their URI.
+   * When nothing was written, a second read says why; if that read sees neither (an unsubscribe came in
+   * between), the UPDATE runs again.
+   */
+  async addSubscription(id: string, uri: string, max: number): Promise<SubscriptionChange> {
+    const item = JSON.stringify([uri]);
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const [updated] = await this.repo.query<[{ n: number }[], number]>(
+        `UPDATE mcp_session SET resource_subscriptions = resource_subscriptions || $2::jsonb
+          WHERE id = $1 AND NOT resource_subscriptions @> $2::jsonb
+            AND jsonb_array_length(resource_subscriptions) < $3
+          RETURNING jsonb_array_length(resource_subscriptions) AS n`,
+        [id, item, max],
+      );
+      if (updated.length > 0) return { outcome: 'added', held: updated[0].n };
+      const [row] = await this.repo.query<{ held: boolean; n: number }[]>(
+        `SELECT resource_subscriptions @> $2::jsonb AS held, jsonb_array_length(resource_subscriptions) AS n
+           FROM mcp_session WHERE id = $1`,
+        [id, item],
+      );
+      if (!row) return { outcome: 'gone', held: 0 };
+      if (row.held) return { outcome: 'held', held: row.n };
+      if (row.n >= max) return { outcome: 'full', held: row.n };
+    }
+    throw new Error(`resources/subscribe on session ${id} kept racing with concurrent changes`);
+  }
+
+  /** Removes `uri` from the session's subscriptions in one UPDATE (jsonb `-` drops that string element). */
+  async removeSubscription(id: string, uri: string): Promise<void> {
+    await this.repo.query(
+      `UPDATE mcp_session SET resource_subscriptions = resource_subscriptions - $2::text
+        WHERE id = $1 AND resource_subscriptions @> $3::jsonb`,
+      [id, uri, JSON.stringify([uri])],
+    );
   }
 
   /** Ends sessions idle since before `cutoff`; returns how many. */

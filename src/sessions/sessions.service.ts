@@ -150,23 +150,31 @@ export class SessionsService implements OnApplicationBootstrap, OnApplicationShu
     await this.invalidateEverywhere(session.id);
   }
 
+  /**
+   * Every change of a session is one statement on its row, never a write-back of the copy this request
+   * resolved (another instance may be changing the same session): the cached copies are dropped everywhere
+   * after the write and read again.
+   */
   async setLogLevel(session: McpSession, level: string): Promise<void> {
     await this.sessions.setLogLevel(session.id, level);
-    session.logLevel = level;
     await this.changed(session.id);
   }
 
+  /** Refused with the subscriptions quota when the session already holds that many other URIs. */
   async subscribe(session: McpSession, uri: string): Promise<void> {
-    const set = new Set(session.resourceSubscriptions);
-    set.add(uri);
-    session.resourceSubscriptions = [...set];
-    await this.sessions.setSubscriptions(session.id, session.resourceSubscriptions);
-    await this.changed(session.id);
+    const change = await this.sessions.addSubscription(
+      session.id,
+      uri,
+      this.config.QUOTA_SUBSCRIPTIONS_PER_SESSION,
+    );
+    if (change.outcome === 'gone')
+      throw new SessionError(SessionErrorCode.SESSION_NOT_FOUND, 'Session not found');
+    if (change.outcome === 'full') this.quotas.checkSubscriptions(change.held);
+    if (change.outcome === 'added') await this.changed(session.id);
   }
 
   async unsubscribe(session: McpSession, uri: string): Promise<void> {
-    session.resourceSubscriptions = session.resourceSubscriptions.filter((u) => u !== uri);
-    await this.sessions.setSubscriptions(session.id, session.resourceSubscriptions);
+    await this.sessions.removeSubscription(session.id, uri);
     await this.changed(session.id);
   }
 
