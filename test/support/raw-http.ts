@@ -1,4 +1,4 @@
-import { request as httpRequest, type Agent } from 'node:http';
+import { request as httpRequest, type Agent, type OutgoingHttpHeaders } from 'node:http';
 
 export interface RawAnswer {
   status: number;
@@ -11,7 +11,7 @@ export function rawRequest(
   origin: string,
   path: string,
   method: string,
-  headers: Record<string, string>,
+  headers: OutgoingHttpHeaders,
   body?: string,
   agent?: Agent,
 ): Promise<RawAnswer> {
