@@ -1,5 +1,7 @@
 import type { INestApplication } from '@nestjs/common';
 import { LifecycleService } from '../../src/lifecycle/lifecycle.service.js';
+import { modernCall, openSession, rpc, sessionHeaders } from '../support/mcp-http.js';
+import { answerElicitationWithError, newSeries, scrapeSeries } from '../support/metric-series.js';
 import { MCP_POST, rawRequest } from '../support/raw-http.js';
 import { PROXY_SECRET } from '../support/tasks-e2e.js';
 import { createTestApp } from '../support/test-app.js';
@@ -66,6 +68,49 @@ describe('hostile clients at the HTTP edge', () => {
       expect(res.headers['retry-after']).toBe('5');
       expect(JSON.parse(res.text).error.code).toBe(-32000);
     }
+  });
+
+  it('no client input grows the number of metric series', async () => {
+    const app = await createTestApp(db.url, { MCP_CONFORMANCE_FIXTURES: 'true' });
+    apps.push(app);
+    const origin = await originOf(app);
+    const url = `${origin}/mcp`;
+    const session = await openSession(url, { elicitation: {} });
+    const headers = sessionHeaders(session);
+    const inSession = (body: unknown) => rpc(url, body, headers);
+    const extraMethods = ['PROPFIND', 'MKCOL', 'LOCK', 'UNLOCK', 'SEARCH', 'REPORT', 'PURGE'];
+
+    /** One of every kind of input a client chooses, with values that differ from round to round. */
+    async function round(r: number): Promise<void> {
+      const code = r === 0 ? 1 : 1000 + r * 7;
+      const answered = await answerElicitationWithError(url, headers, code, 100 + r);
+      expect(answered).toMatchObject({ answerStatus: 202, call: { error: { code } } });
+      const fractional = await answerElicitationWithError(url, headers, code + 0.5, 200 + r);
+      expect(fractional.answerStatus).toBe(400);
+      await inSession({ jsonrpc: '2.0', id: 1, method: `x/${r}` });
+      await inSession({ jsonrpc: '2.0', method: `notifications/x${r}` });
+      await inSession({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: `no_tool_${r}` } });
+      await inSession({ jsonrpc: '2.0', id: 3, method: 'prompts/get', params: { name: `no_prompt_${r}` } });
+      await inSession({ jsonrpc: '2.0', id: 4, method: 'tasks/get', params: { taskId: `t-${r}` } });
+      await modernCall(
+        url,
+        5,
+        `y/${r}`,
+        {},
+        { meta: { 'io.modelcontextprotocol/protocolVersion': `1999-${r}` } },
+      );
+      await modernCall(url, 6, 'tools/call', { name: `no_tool_${r}` }, { name: `no_tool_${r}` });
+      await rawRequest(origin, `/nowhere-${r}`, 'GET', {});
+      await rawRequest(origin, r % 2 ? '/MCP/' : '/Mcp', 'POST', MCP_POST, PING);
+      await rawRequest(origin, '/mcp', extraMethods[r % extraMethods.length], MCP_POST);
+      await rawRequest(origin, `/metrics/${r}`, 'GET', {});
+    }
+
+    await round(0);
+    await scrapeSeries(origin); // the first scrape is a request too
+    const before = await scrapeSeries(origin);
+    for (let r = 1; r <= 6; r++) await round(r);
+    expect(newSeries(before, await scrapeSeries(origin))).toEqual([]);
   });
 
   it('DNS rebinding without credentials: 403 from the origin policy, no auth challenge', async () => {
