@@ -11,8 +11,15 @@ import { QuotaService } from './quotas/quota.service.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
-function isMcpPath(req: Request): boolean {
-  return req.path === '/mcp' || req.path.startsWith('/mcp/');
+/**
+ * Whether the router may hand this request to the /mcp routes. Express matches routes case-insensitively and
+ * ignores a trailing slash (the defaults Nest keeps), so `/MCP` and `/Mcp/` reach the controller too: every
+ * middleware keyed on the path must see them as /mcp, or a change of case skips it. The router matches the
+ * undecoded path, as `req.path` is, so `/%6Dcp` is no route and needs no match here.
+ */
+export function isMcpPath(req: Pick<Request, 'path'>): boolean {
+  const path = req.path.toLowerCase();
+  return path === '/mcp' || path.startsWith('/mcp/');
 }
 
 /** Errors that happen before any route runs still answer in the dialect the client speaks. */

@@ -1,6 +1,5 @@
 import { All, Controller, Delete, Get, Logger, Post, Req, Res, UseGuards } from '@nestjs/common';
 import type { Request, Response } from 'express';
-import { AppConfig } from '../config/app-config.js';
 import { unstorableText } from '../common/storable-text.js';
 import { mapError } from '../protocol/error-mapping.js';
 import {
@@ -24,7 +23,7 @@ import { ToolDispatchError, ToolDispatchErrorCode } from '../tool-dispatch/tool-
 import { ToolRegistry } from '../tool-dispatch/tool-registry.service.js';
 import { LegacyMcpHandler } from './legacy-mcp.handler.js';
 import { ModernMcpHandler } from './modern-mcp.handler.js';
-import { OriginPolicy } from './origin-policy.js';
+import { OriginGuard } from './origin.guard.js';
 import { RETRY_AFTER_S } from './response-channel.js';
 
 function accepts(req: Request, type: string): boolean {
@@ -55,10 +54,10 @@ function hasModernClaim(req: Request, body: unknown): boolean {
  * GET and DELETE belong to the handshake era. Everything below this edge throws; errors are mapped here.
  */
 @Controller('mcp')
-@UseGuards(McpAuthGuard)
+// Guards run in order: the origin policy before authentication (README, The MCP endpoint).
+@UseGuards(OriginGuard, McpAuthGuard)
 export class McpController {
   private readonly logger = new Logger(McpController.name);
-  private readonly origins: OriginPolicy;
 
   constructor(
     private readonly legacy: LegacyMcpHandler,
@@ -67,10 +66,7 @@ export class McpController {
     private readonly challenges: AuthChallenges,
     private readonly telemetry: McpTelemetry,
     private readonly quotas: QuotaService,
-    config: AppConfig,
-  ) {
-    this.origins = new OriginPolicy(config);
-  }
+  ) {}
 
   @Post()
   async post(@Req() req: Request, @Res() res: Response): Promise<void> {
@@ -92,7 +88,6 @@ export class McpController {
     // The client may have left while authentication ran: then no database work is spent on it.
     if (res.destroyed) return;
     try {
-      this.checkOrigin(req);
       if (!accepts(req, 'application/json') || !accepts(req, 'text/event-stream')) {
         throw new ProtocolError(
           JSONRPC.SERVER_ERROR,
@@ -174,7 +169,6 @@ export class McpController {
   async get(@Req() req: Request, @Res() res: Response): Promise<void> {
     if (res.destroyed) return;
     try {
-      this.checkOrigin(req);
       if (!accepts(req, 'text/event-stream')) {
         throw new ProtocolError(
           JSONRPC.SERVER_ERROR,
@@ -194,7 +188,6 @@ export class McpController {
   @Delete()
   async delete(@Req() req: Request, @Res() res: Response): Promise<void> {
     try {
-      this.checkOrigin(req);
       const principal = this.principal(req);
       this.quotas.checkPrincipalRate(principal.id);
       await this.legacy.delete(req, res, principal);
@@ -238,11 +231,6 @@ export class McpController {
         },
       );
     }
-  }
-
-  private checkOrigin(req: Request): void {
-    const refusal = this.origins.check(req.header('host'), req.header('origin'));
-    if (refusal) throw new ProtocolError(JSONRPC.SERVER_ERROR, refusal, 403);
   }
 
   private fail(req: Request, res: Response, err: unknown, era: Era, id: JsonRpcId | null): void {

@@ -2,6 +2,8 @@ import { Injectable } from '@nestjs/common';
 import { collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { BUILD_VERSION } from '../common/build-info.js';
 
+const HTTP_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+
 /**
  * Owns this app's Prometheus registry. A registry per app (not prom-client's global one) lets several apps
  * live in one process, as the e2e tests do, without duplicate-metric errors. Feature modules register their
@@ -29,7 +31,19 @@ export class MetricsService {
     }).set({ version: BUILD_VERSION, node_version: process.version }, 1);
   }
 
+  /**
+   * `route` is the matched route's template (or `unmatched`), never the path a client sent. The method is
+   * the client's token: Node's parser accepts some thirty methods, so those this server routes are kept
+   * and the rest are `other`.
+   */
   observeHttp(method: string, route: string, status: number, seconds: number): void {
-    this.httpDuration.observe({ method, route, status_class: `${Math.floor(status / 100)}xx` }, seconds);
+    this.httpDuration.observe(
+      {
+        method: HTTP_METHODS.has(method) ? method : 'other',
+        route,
+        status_class: `${Math.floor(status / 100)}xx`,
+      },
+      seconds,
+    );
   }
 }

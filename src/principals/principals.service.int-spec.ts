@@ -42,6 +42,23 @@ describe('principals on real PostgreSQL', () => {
     expect(principalIdFor({ provider: 'apikey', subject: 'abc' })).toBe('apikey:abc');
   });
 
+  it('refuses a subject or group that is not a non-empty string, whichever strategy passed it on', async () => {
+    const service = newService();
+    const odd: unknown[] = ['', ' ', 42, { id: 'ada' }, null];
+    for (const subject of odd) {
+      await expect(service.resolve({ ...ada, subject: subject as string })).rejects.toMatchObject({
+        reason: 'malformed',
+      });
+      await expect(service.resolve({ ...ada, groups: ['eng', subject as string] })).rejects.toMatchObject({
+        reason: 'malformed',
+      });
+    }
+    const rows = await withClient(db.url, (c) =>
+      c.query(`SELECT subject FROM principal WHERE subject <> 'ada'`),
+    );
+    expect(rows.rows).toEqual([]);
+  });
+
   it('writes last_seen_at at most once a minute, across replicas too, but at once when the name changes', async () => {
     const replicaA = newService();
     const p = await replicaA.resolve(ada);

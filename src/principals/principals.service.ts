@@ -1,6 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { createHash } from 'node:crypto';
+import { isIdentityString } from './identity-claims.js';
 import type { Principal } from './principal.js';
+import { AuthFailure, AuthFailureReason } from './principals.errors.js';
 import { PrincipalsRepository } from './principals.repository.js';
 
 /** What a strategy learned about the caller, before the stable id is derived and the sighting recorded. */
@@ -53,6 +55,10 @@ export class PrincipalsService {
 
   /** Turns an authenticated identity into the Principal put on the request, persisting the sighting. */
   async resolve(identity: AuthenticatedIdentity): Promise<Principal> {
+    // The last gate for every strategy: ownership is keyed by these strings, so none may be coerced.
+    if (!isIdentityString(identity.subject) || !identity.groups.every(isIdentityString)) {
+      throw new AuthFailure(AuthFailureReason.Malformed);
+    }
     const principal: Principal = Object.freeze({
       id: principalIdFor(identity),
       provider: identity.provider,

@@ -10,7 +10,7 @@ import type { Era } from './request-context.js';
 import { RequestStateError } from './request-state.js';
 
 const logger = new Logger('McpErrors');
-const RESOURCE_NOT_FOUND_LEGACY = -32002;
+const RESOURCE_NOT_FOUND_LEGACY = JSONRPC.RESOURCE_NOT_FOUND_LEGACY;
 
 export interface MappedError {
   error: JsonRpcErrorObject;

@@ -25,6 +25,11 @@ describe('classifyMessage', () => {
     [{ jsonrpc: '2.0', id: 8 }, 8],
     [{ jsonrpc: '2.0', id: 9, result: 'nope' }, 9],
     [{ jsonrpc: '2.0', result: {} }, null],
+    [{ jsonrpc: '2.0', id: 10, error: { code: 7000000.5, message: 'x' } }, 10],
+    [{ jsonrpc: '2.0', id: 11, error: { code: '-32000', message: 'x' } }, 11],
+    [{ jsonrpc: '2.0', id: 12, error: { code: 2 ** 60, message: 'x' } }, 12],
+    [{ jsonrpc: '2.0', id: 13, error: { code: -1, message: { text: 'x' } } }, 13],
+    [{ jsonrpc: '2.0', id: 14, error: { code: -1 } }, 14],
   ])('refuses %j, keeping the id %j when readable', (body, id) => {
     let caught: unknown;
     try {

@@ -43,6 +43,8 @@ export const JSONRPC = {
   SERVER_ERROR: -32000,
   /** MCP 2025 era: unknown session (SDK convention). */
   SESSION_NOT_FOUND: -32001,
+  /** MCP 2025-11-25: unknown resource (2026-07-28 answers -32602 instead). */
+  RESOURCE_NOT_FOUND_LEGACY: -32002,
   /** MCP 2025-06-18+: URL elicitation required. */
   URL_ELICITATION_REQUIRED: -32042,
   /** MCP 2026-07-28. */
@@ -93,13 +95,30 @@ export function classifyMessage(body: unknown): IncomingMessage {
     if ('result' in body && !isObject(body.result)) {
       throw new InvalidMessageError('Invalid Request: result must be an object', id);
     }
-    if ('error' in body && (!isObject(body.error) || typeof body.error.code !== 'number')) {
-      throw new InvalidMessageError('Invalid Request: error must be an object with a numeric code', id);
+    // JSON-RPC 2.0 §5.1: the code is an integer and the message a string. A code like 7000000.5 would be
+    // relayed to whoever waits for the answer, and a message of any other type would become its text.
+    if (
+      'error' in body &&
+      (!isObject(body.error) ||
+        !Number.isSafeInteger(body.error.code) ||
+        typeof body.error.message !== 'string')
+    ) {
+      throw new InvalidMessageError(
+        'Invalid Request: error must be an object with an integer code and a string message',
+        id,
+      );
     }
     return { kind: 'response', message: body as unknown as JsonRpcResponse };
   }
   throw new InvalidMessageError('Invalid Request: neither a request, a notification nor a response', id);
 }
+
+/**
+ * The error codes this server knows the meaning of: JSON-RPC's own and MCP's. Anything else (a tool's own
+ * code, a client's answer to an elicitation) is still relayed, but counted as `other` wherever a code
+ * becomes a metric label, so a client cannot mint label values.
+ */
+export const KNOWN_ERROR_CODES: ReadonlySet<number> = new Set(Object.values(JSONRPC));
 
 export function errorResponse(id: JsonRpcId | null, error: JsonRpcErrorObject): JsonRpcResponse {
   return { jsonrpc: '2.0', id, error };

@@ -1,6 +1,7 @@
 import { SpanStatusCode, type Context, type Span } from '@opentelemetry/api';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
+import { KNOWN_ERROR_CODES } from '../protocol/json-rpc.js';
 
 /** What the duration metric needs to know when an operation ends. */
 export interface OperationLabels {
@@ -43,10 +44,12 @@ export class McpOperation {
   /** The request ended in a JSON-RPC error. The first outcome recorded wins. */
   failed(code: number, message: string): void {
     if (this.errorType) return;
-    this.errorType = String(code);
+    // The code may be a client's (its answer to an elicitation) or a tool's: only known codes become label
+    // values, so the series count cannot grow with what callers send. The span keeps the actual code.
+    this.errorType = KNOWN_ERROR_CODES.has(code) ? String(code) : 'other';
     if (this.span.isRecording()) {
       this.span.setAttribute('error.type', this.errorType);
-      this.span.setAttribute('rpc.response.status_code', this.errorType);
+      this.span.setAttribute('rpc.response.status_code', String(code));
       this.span.setStatus({ code: SpanStatusCode.ERROR, message });
     }
   }

@@ -9,7 +9,7 @@ export interface TracingHandle {
 const OFF: TracingHandle = { enabled: false, shutdown: async () => undefined };
 
 /** Paths whose HTTP spans are noise: scrapes and probes arrive every few seconds from every scraper. */
-const UNTRACED_PATHS = /^\/(metrics|health)(\/|$|\?)/;
+const UNTRACED_PATHS = /^\/(metrics|health)(\/|$|\?)/i; // any case, as the router matches them
 
 /**
  * Starts the OpenTelemetry SDK when tracing is on (AppConfig.tracingEnabled), and does nothing otherwise:

@@ -1,11 +1,13 @@
 import { Controller, Get, Module, Req, Res, UseGuards, type INestApplication } from '@nestjs/common';
 import type { Request, Response } from 'express';
+import { SignJWT, type JWTPayload } from 'jose';
 import request from 'supertest';
 import { runCli } from '../../src/cli/cli.js';
 import { AuthChallenges, requiredScopesMissing } from '../../src/principals/auth-challenges.js';
 import { McpAuthGuard } from '../../src/principals/mcp-auth.guard.js';
 import type { Principal, RequestWithPrincipal } from '../../src/principals/principal.js';
 import { TestIssuer, unsignedToken } from '../support/oidc-issuer.js';
+import { rawRequest } from '../support/raw-http.js';
 import { createTestApp } from '../support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../support/test-database.js';
 
@@ -277,6 +279,49 @@ describe('authentication (real AppModule over HTTP, own OIDC issuer on loopback)
       const token = await issuer.sign({});
       await http().get(`/probe?access_token=${token}`).expect(401);
     });
+
+    /** A genuine signature over claims whose `sub` is whatever the test says (the issuer sets a string one). */
+    async function signWithSub(sub: unknown, claims: Record<string, unknown> = {}): Promise<string> {
+      const now = Math.floor(Date.now() / 1000);
+      return new SignJWT({ ...claims, sub } as JWTPayload)
+        .setProtectedHeader({ alg: 'RS256', kid: 'key-1', typ: 'at+jwt' })
+        .setIssuer(issuer.issuer)
+        .setAudience(RESOURCE)
+        .setIssuedAt(now)
+        .setExpirationTime(now + 300)
+        .sign(issuer.key().privateKey);
+    }
+
+    it('refuses a sub that is not a non-empty string, so no two subjects can share a principal', async () => {
+      for (const sub of ['', '   ', 42, 0, true, { id: 'ada' }, { id: 'bob' }, ['ada'], 'x'.repeat(1025)]) {
+        const params = await expectRefused(await signWithSub(sub), 'malformed');
+        expect({ sub, description: params.error_description }).toEqual({
+          sub,
+          description: 'The access token is malformed',
+        });
+      }
+      const rows = await withClient(db.url, (c) =>
+        c.query(
+          `SELECT subject FROM principal WHERE subject IN ('', '42', '0', 'true', '[object Object]', 'ada ')`,
+        ),
+      );
+      expect(rows.rows).toEqual([]);
+    });
+
+    it('reads a group claim as whole names and refuses one that holds anything else', async () => {
+      const ok = await http()
+        .get('/probe')
+        .set(
+          'authorization',
+          `Bearer ${await signWithSub('gail', { groups: 'Domain Admins', roles: ['r 1'] })}`,
+        )
+        .expect(200);
+      expect(ok.body.groups).toEqual(['Domain Admins', 'r 1']);
+      for (const groups of [[{ name: 'eng' }], ['eng', ''], 7, { eng: true }, [' ']]) {
+        await expectRefused(await signWithSub('gail', { groups }), 'malformed');
+        await expectRefused(await signWithSub('gail', { roles: groups }), 'malformed');
+      }
+    });
   });
 
   describe('SSO proxy headers', () => {
@@ -311,6 +356,36 @@ describe('authentication (real AppModule over HTTP, own OIDC issuer on loopback)
         });
       }
       expect(await failureCount('untrusted_proxy')).toBe(before + 3);
+    });
+
+    it('refuses a repeated or blank user header instead of reading the joined value as one user', async () => {
+      const before = await failureCount('malformed');
+      // Two header lines (supertest would send one): Node hands the server "alice, bob".
+      const origin = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+      const res = await rawRequest(origin, '/probe', 'GET', {
+        'x-forwarded-user': ['alice', 'bob'],
+        'x-auth-proxy-secret': PROXY_SECRET,
+      });
+      expect(res.status).toBe(401);
+      expect(JSON.parse(res.text).message).toBe('The access token is malformed');
+      expect(await failureCount('malformed')).toBe(before + 1);
+      const rows = await withClient(db.url, (c) =>
+        c.query(`SELECT subject FROM principal WHERE subject LIKE 'alice%'`),
+      );
+      expect(rows.rows).toEqual([]);
+      // Blank groups between commas are no groups; a blank user is no credential at all.
+      const groups = await http()
+        .get('/probe')
+        .set('x-forwarded-user', 'alice')
+        .set('x-forwarded-groups', ' , eng,, ')
+        .set('x-auth-proxy-secret', PROXY_SECRET)
+        .expect(200);
+      expect(groups.body.groups).toEqual(['eng']);
+      await http()
+        .get('/probe')
+        .set('x-forwarded-user', '  ')
+        .set('x-auth-proxy-secret', PROXY_SECRET)
+        .expect(401);
     });
   });
 

@@ -2,6 +2,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import { createRemoteJWKSet, errors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { AppConfig } from '../../config/app-config.js';
 import { AuthFailure, AuthFailureReason, AuthProviderUnavailable } from '../principals.errors.js';
+import { isIdentityString } from '../identity-claims.js';
 
 const FETCH_TIMEOUT_MS = 5000;
 
@@ -56,8 +57,12 @@ export class OidcVerifier {
         // RFC 9068: jose compares case-insensitively and treats `at+jwt` and `application/at+jwt` alike.
         ...(this.config.OIDC_REQUIRED_TYP && { typ: this.config.OIDC_REQUIRED_TYP }),
       });
+      // jose checks that `sub` is present, not what it is: 42 or an object would be stringified into an
+      // identity, and every object into the same one.
+      if (!isIdentityString(payload.sub)) throw new AuthFailure(AuthFailureReason.Malformed);
       return payload as JWTPayload & { sub: string };
     } catch (err) {
+      if (err instanceof AuthFailure) throw err;
       if (err instanceof AuthProviderUnavailable) throw err;
       throw failureFor(err);
     }

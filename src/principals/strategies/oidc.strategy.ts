@@ -4,6 +4,7 @@ import type { JWTPayload } from 'jose';
 import { AppConfig } from '../../config/app-config.js';
 import { looksLikeApiKey } from '../api-keys.service.js';
 import type { Principal } from '../principal.js';
+import { groupNames } from '../identity-claims.js';
 import { AuthFailure, AuthFailureReason } from '../principals.errors.js';
 import { PrincipalsService } from '../principals.service.js';
 import { OidcVerifier } from './oidc-verifier.js';
@@ -45,6 +46,11 @@ export class OidcStrategy extends AuthStrategy('oidc') {
     // Our own API keys are the apikey strategy's to judge; a JWT is never shaped like one.
     if (looksLikeApiKey(token)) throw new AuthFailure(AuthFailureReason.Malformed, false);
     const payload = await this.verifier.verify(token);
+    // Entra ID app roles and Keycloak/Okta groups both describe membership, not OAuth scopes. A group is a
+    // whole name (never split on spaces as scopes are); a claim that holds anything else refuses the token.
+    const groups = groupNames(payload.groups);
+    const roles = groupNames(payload.roles);
+    if (groups === null || roles === null) throw new AuthFailure(AuthFailureReason.Malformed);
     return this.principals.resolve({
       provider: 'oidc',
       issuer: this.config.OIDC_ISSUER,
@@ -52,8 +58,7 @@ export class OidcStrategy extends AuthStrategy('oidc') {
       name: stringClaim(payload, 'name', 'preferred_username', 'nickname'),
       email: stringClaim(payload, 'email'),
       scopes: scopesOf(payload),
-      // Entra ID app roles and Keycloak/Okta groups both describe membership, not OAuth scopes.
-      groups: [...listClaim(payload.groups), ...listClaim(payload.roles)],
+      groups: [...(groups ?? []), ...(roles ?? [])],
       // `exp` is a required claim; streams opened with this token close once it has passed.
       ...(typeof payload.exp === 'number' && { expiresAt: payload.exp * 1000 }),
     });

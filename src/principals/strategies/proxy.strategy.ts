@@ -3,6 +3,7 @@ import type { Request } from 'express';
 import { constantTimeEqual } from '../../common/constant-time.js';
 import { AppConfig } from '../../config/app-config.js';
 import type { Principal } from '../principal.js';
+import { isIdentityString } from '../identity-claims.js';
 import { AuthFailure, AuthFailureReason } from '../principals.errors.js';
 import { PrincipalsService } from '../principals.service.js';
 import { AuthStrategy, headerValue } from './request-strategy.js';
@@ -10,6 +11,11 @@ import { AuthStrategy, headerValue } from './request-strategy.js';
 /** The header in which the SSO proxy proves it is the proxy. */
 export const PROXY_SECRET_HEADER = 'x-auth-proxy-secret';
 const MAX_HEADER_LENGTH = 1024;
+
+/** How many times the header was sent (headersDistinct keeps repeats apart). */
+function headerCount(req: Request, name: string): number {
+  return req.headersDistinct[name.toLowerCase()]?.length ?? 0;
+}
 
 /**
  * An SSO proxy in front (oauth2-proxy and the like) authenticated the user and passes who it is in headers.
@@ -32,7 +38,11 @@ export class ProxyStrategy extends AuthStrategy('proxy') {
     if (secret === undefined || !constantTimeEqual(secret, this.config.AUTH_PROXY_SECRET ?? '')) {
       throw new AuthFailure(AuthFailureReason.UntrustedProxy);
     }
-    if (user.length > MAX_HEADER_LENGTH) throw new AuthFailure(AuthFailureReason.Malformed);
+    // Node joins a repeated header with ", ": two user headers would become one made-up name that both
+    // (or neither) of them own. The proxy must send exactly one.
+    if (!isIdentityString(user) || headerCount(req, this.config.AUTH_PROXY_USER_HEADER) !== 1) {
+      throw new AuthFailure(AuthFailureReason.Malformed);
+    }
     const email = headerValue(req, this.config.AUTH_PROXY_EMAIL_HEADER);
     const groups = headerValue(req, this.config.AUTH_PROXY_GROUPS_HEADER);
     return this.principals.resolve({
@@ -44,7 +54,7 @@ export class ProxyStrategy extends AuthStrategy('proxy') {
       groups: (groups ?? '')
         .split(',')
         .map((g) => g.trim())
-        .filter((g) => g !== '' && g.length <= MAX_HEADER_LENGTH),
+        .filter(isIdentityString),
     });
   }
 }

@@ -1,0 +1,146 @@
+import type { INestApplication } from '@nestjs/common';
+import { LifecycleService } from '../../src/lifecycle/lifecycle.service.js';
+import { modernCall, openSession, rpc, sessionHeaders } from '../support/mcp-http.js';
+import { answerElicitationWithError, newSeries, scrapeSeries } from '../support/metric-series.js';
+import { MCP_POST, rawRequest } from '../support/raw-http.js';
+import { PROXY_SECRET } from '../support/tasks-e2e.js';
+import { createTestApp } from '../support/test-app.js';
+import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
+
+/** Issue 19: what a hostile client can do with the edges of the HTTP pipeline (real AppModule, real HTTP). */
+
+const PROXY = { AUTH_PROVIDERS: 'proxy', AUTH_PROXY_SECRET: PROXY_SECRET, MCP_CONFORMANCE_FIXTURES: 'true' };
+const PING = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' });
+/** Spellings of /mcp that Express routes to the MCP controller (case-insensitive, trailing slash ignored). */
+const SPELLINGS = ['/MCP', '/Mcp', '/mCp', '/MCP/', '/mcp/', '/mcp?x=1', '/MCP/?x=1'];
+
+const originOf = async (app: INestApplication) => (await app.getUrl()).replace('[::1]', '127.0.0.1');
+
+describe('hostile clients at the HTTP edge', () => {
+  let db: TestDatabase;
+  const apps: INestApplication[] = [];
+
+  beforeAll(async () => {
+    db = await createTestDatabase('hostile');
+  });
+  afterAll(async () => {
+    for (const app of apps) await app.close();
+    await db?.drop();
+  });
+
+  async function start(env: Record<string, string>): Promise<string> {
+    const app = await createTestApp(db.url, { ...PROXY, ...env });
+    apps.push(app);
+    return originOf(app);
+  }
+
+  it('every spelling the router serves as /mcp is routed to the MCP endpoint', async () => {
+    const origin = await start({});
+    for (const path of SPELLINGS) {
+      const res = await rawRequest(origin, path, 'POST', MCP_POST, PING);
+      // Without credentials: the MCP endpoint's own 401 challenge, not the router's 404.
+      expect({ path, status: res.status }).toEqual({ path, status: 401 });
+      expect(res.headers['www-authenticate']).toMatch(/^Bearer /);
+    }
+  });
+
+  it('the per-address rate limit applies to every spelling of /mcp', async () => {
+    const origin = await start({ RATE_LIMIT_ADDRESS_RPS: '1', RATE_LIMIT_ADDRESS_BURST: '2' });
+    for (const path of SPELLINGS) {
+      // Empty the bucket on the canonical path, then the spelling must meet the same empty bucket.
+      let canonical;
+      do canonical = await rawRequest(origin, '/mcp', 'POST', MCP_POST, PING);
+      while (canonical.status !== 429);
+      const res = await rawRequest(origin, path, 'POST', MCP_POST, PING);
+      expect({ path, status: res.status }).toEqual({ path, status: 429 });
+      expect(JSON.parse(res.text).error.data).toMatchObject({ quota: 'address_rate' });
+    }
+  });
+
+  it('a draining instance refuses every spelling of /mcp with 503', async () => {
+    const app = await createTestApp(db.url, PROXY);
+    apps.push(app);
+    const origin = await originOf(app);
+    app.get(LifecycleService).beginDrain();
+    for (const path of SPELLINGS) {
+      const res = await rawRequest(origin, path, 'POST', MCP_POST, PING);
+      expect({ path, status: res.status }).toEqual({ path, status: 503 });
+      expect(res.headers['retry-after']).toBe('5');
+      expect(JSON.parse(res.text).error.code).toBe(-32000);
+    }
+  });
+
+  it('no client input grows the number of metric series', async () => {
+    const app = await createTestApp(db.url, { MCP_CONFORMANCE_FIXTURES: 'true' });
+    apps.push(app);
+    const origin = await originOf(app);
+    const url = `${origin}/mcp`;
+    const session = await openSession(url, { elicitation: {} });
+    const headers = sessionHeaders(session);
+    const inSession = (body: unknown) => rpc(url, body, headers);
+    const extraMethods = ['PROPFIND', 'MKCOL', 'LOCK', 'UNLOCK', 'SEARCH', 'REPORT', 'PURGE'];
+
+    /** One of every kind of input a client chooses, with values that differ from round to round. */
+    async function round(r: number): Promise<void> {
+      const code = r === 0 ? 1 : 1000 + r * 7;
+      const answered = await answerElicitationWithError(url, headers, code, 100 + r);
+      expect(answered).toMatchObject({ answerStatus: 202, call: { error: { code } } });
+      const fractional = await answerElicitationWithError(url, headers, code + 0.5, 200 + r);
+      expect(fractional.answerStatus).toBe(400);
+      await inSession({ jsonrpc: '2.0', id: 1, method: `x/${r}` });
+      await inSession({ jsonrpc: '2.0', method: `notifications/x${r}` });
+      await inSession({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: `no_tool_${r}` } });
+      await inSession({ jsonrpc: '2.0', id: 3, method: 'prompts/get', params: { name: `no_prompt_${r}` } });
+      await inSession({ jsonrpc: '2.0', id: 4, method: 'tasks/get', params: { taskId: `t-${r}` } });
+      await modernCall(
+        url,
+        5,
+        `y/${r}`,
+        {},
+        { meta: { 'io.modelcontextprotocol/protocolVersion': `1999-${r}` } },
+      );
+      await modernCall(url, 6, 'tools/call', { name: `no_tool_${r}` }, { name: `no_tool_${r}` });
+      await rawRequest(origin, `/nowhere-${r}`, 'GET', {});
+      await rawRequest(origin, r % 2 ? '/MCP/' : '/Mcp', 'POST', MCP_POST, PING);
+      await rawRequest(origin, '/mcp', extraMethods[r % extraMethods.length], MCP_POST);
+      await rawRequest(origin, `/metrics/${r}`, 'GET', {});
+    }
+
+    await round(0);
+    await scrapeSeries(origin); // the first scrape is a request too
+    const before = await scrapeSeries(origin);
+    for (let r = 1; r <= 6; r++) await round(r);
+    expect(newSeries(before, await scrapeSeries(origin))).toEqual([]);
+  });
+
+  it('DNS rebinding without credentials: 403 from the origin policy, no auth challenge', async () => {
+    const origin = await start({});
+    const forged: Record<string, string>[] = [
+      { origin: 'https://evil.example' },
+      { origin: 'null' },
+      { host: 'evil.example' },
+      { host: 'evil.example:80', origin: 'http://evil.example' },
+    ];
+    for (const extra of forged) {
+      for (const method of ['POST', 'GET', 'DELETE']) {
+        const res = await rawRequest(
+          origin,
+          '/mcp',
+          method,
+          { ...MCP_POST, ...extra },
+          method === 'POST' ? PING : undefined,
+        );
+        expect({ extra, method, status: res.status }).toEqual({ extra, method, status: 403 });
+        expect(res.headers['www-authenticate']).toBeUndefined();
+        expect(JSON.parse(res.text)).toEqual({
+          jsonrpc: '2.0',
+          id: null,
+          error: { code: -32000, message: expect.stringMatching(/^Forbidden: (Host|Origin) /) },
+        });
+      }
+    }
+    // A loopback page still gets the challenge that tells it how to sign in.
+    const ok = await rawRequest(origin, '/mcp', 'POST', { ...MCP_POST, origin: 'http://localhost' }, PING);
+    expect(ok.status).toBe(401);
+  });
+});
