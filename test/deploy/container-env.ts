@@ -154,3 +154,56 @@ export function composeServiceEnv(service: string, project: ComposeProject): Env
   }
   return env;
 }
+
+type K8sDoc = Record<string, any>;
+
+/**
+ * What the kubelet gives a container: the image's ENV, then `envFrom` (ConfigMaps, Secrets), then `env`
+ * (values and secretKeyRef / configMapKeyRef). A reference to a missing key that is not `optional` fails the
+ * pod (CreateContainerConfigError), so it throws here.
+ */
+export function k8sContainerEnv(container: K8sDoc, objects: K8sDoc[], imageEnv: Env = dockerfileEnv()): Env {
+  const find = (kind: string, name: string): Record<string, string> | undefined => {
+    const o = objects.find((d) => d.kind === kind && d.metadata?.name === name);
+    if (!o) return undefined;
+    return kind === 'Secret' ? { ...(o.data ?? {}), ...(o.stringData ?? {}) } : (o.data ?? {});
+  };
+  const env: Env = { ...imageEnv };
+  for (const from of container.envFrom ?? []) {
+    const [kind, ref] = from.configMapRef ? ['ConfigMap', from.configMapRef] : ['Secret', from.secretRef];
+    const data = find(kind, ref.name);
+    if (!data) {
+      if (ref.optional) continue;
+      throw new Error(`${kind} ${ref.name} not found`);
+    }
+    Object.assign(env, data);
+  }
+  for (const e of container.env ?? []) {
+    if (e.value !== undefined) {
+      env[e.name] = String(e.value);
+      continue;
+    }
+    const [kind, ref] = e.valueFrom.secretKeyRef
+      ? ['Secret', e.valueFrom.secretKeyRef]
+      : ['ConfigMap', e.valueFrom.configMapKeyRef];
+    const value = find(kind, ref.name)?.[ref.key];
+    if (value === undefined) {
+      if (ref.optional) continue;
+      throw new Error(`${e.name}: key ${ref.key} of ${kind} ${ref.name} not found`);
+    }
+    env[e.name] = String(value);
+  }
+  return env;
+}
+
+/** kustomize's `images:` transformer, for a manifest checked without kubectl. */
+export function kustomizedImage(
+  image: string,
+  images: { name: string; newName?: string; newTag?: string }[] = [],
+): string {
+  const [name, tag] = image.split(':');
+  const rule = images.find((i) => i.name === name);
+  if (!rule) return image;
+  const newTag = rule.newTag ?? tag;
+  return `${rule.newName ?? name}${newTag ? `:${newTag}` : ''}`;
+}
