@@ -14,10 +14,13 @@ describe('PgBusService with DATABASE_LISTEN_URL', () => {
   let db: TestDatabase;
   let app: INestApplication | undefined;
   const role = `t_listen_${randomBytes(4).toString('hex')}`;
+  // A real password: the embedded server (a fresh machine's test database) authenticates with SCRAM, which
+  // refuses an empty one; a trust-auth server ignores it.
+  const password = randomBytes(12).toString('hex');
 
   beforeAll(async () => {
     db = await createTestDatabase('listen_url');
-    await withClient(db.url, (c) => c.query(`CREATE ROLE "${role}" LOGIN`));
+    await withClient(db.url, (c) => c.query(`CREATE ROLE "${role}" LOGIN PASSWORD '${password}'`));
   });
   afterAll(async () => {
     await app?.close();
@@ -30,7 +33,7 @@ describe('PgBusService with DATABASE_LISTEN_URL', () => {
   it('holds its LISTEN connection on the listen URL and still hears what the pool publishes', async () => {
     const listenUrl = new URL(db.url);
     listenUrl.username = role;
-    listenUrl.password = '';
+    listenUrl.password = password;
     app = await createTestApp(db.url, { DATABASE_LISTEN_URL: listenUrl.toString() });
     const bus = app.get(PgBusService);
     expect(bus.isConnected).toBe(true);

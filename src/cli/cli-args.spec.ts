@@ -29,6 +29,14 @@ describe('CLI argument parsing', () => {
     expect(() => boolFlag(parseArgs(['list', '--json=yes'], []), 'json')).toThrow(/takes no value/);
   });
 
+  it('takes every word after -- as positional, so an id may start with -', () => {
+    const p = parseArgs(['show', '--json', '--', '-Ab_c', '--json'], []);
+    expect(p.words).toEqual(['show', '-Ab_c', '--json']);
+    expect(boolFlag(p, 'json')).toBe(true);
+    expect(positional(parseArgs(['cancel', '--', '-x'], []), ['TASK_ID'])).toEqual(['-x']);
+    expect(() => parseArgs(['show', '-Ab_c'], [])).toThrow(/goes after --: show -- -Ab_c/);
+  });
+
   it('reads bounded integers and durations', () => {
     expect(intFlag(parseArgs(['--limit', '20'], ['limit']), 'limit', 1, 100, 5)).toBe(20);
     expect(intFlag(parseArgs([], ['limit']), 'limit', 1, 100, 5)).toBe(5);

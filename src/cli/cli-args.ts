@@ -20,13 +20,18 @@ export interface ParsedArgs {
 
 /**
  * `--name x`, `--name=x` and boolean `--json` → flags; everything else → positional words. Which flags take a
- * value is declared by the caller, so `--json ID` never swallows the id.
+ * value is declared by the caller, so `--json ID` never swallows the id. `--` ends the options: every word
+ * after it is positional, which is how an id that starts with `-` (1 in 64 base64url ids) is given.
  */
 export function parseArgs(args: readonly string[], valueFlags: readonly string[]): ParsedArgs {
   const flags = new Map<string, string | true>();
   const words: string[] = [];
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
+    if (a === '--') {
+      words.push(...args.slice(i + 1));
+      break;
+    }
     const eq = /^--([a-z][a-z-]*)=(.*)$/.exec(a);
     if (eq) {
       flags.set(eq[1], eq[2]);
@@ -34,13 +39,19 @@ export function parseArgs(args: readonly string[], valueFlags: readonly string[]
     }
     const flag = /^--([a-z][a-z-]*)$/.exec(a);
     if (!flag) {
-      if (a.startsWith('-') && a !== '-') throw new CliUsageError(`unknown option ${a}`);
+      if (a.startsWith('-') && a !== '-') {
+        throw new CliUsageError(`unknown option ${a} (an id that starts with - goes after --: show -- ${a})`);
+      }
       words.push(a);
       continue;
     }
     if (valueFlags.includes(flag[1])) {
       const v = args[i + 1];
-      if (v === undefined || v.startsWith('--')) throw new CliUsageError(`--${flag[1]} needs a value`);
+      if (v === undefined || v.startsWith('--')) {
+        throw new CliUsageError(
+          `--${flag[1]} needs a value (one that starts with -- goes as --${flag[1]}=VALUE)`,
+        );
+      }
       flags.set(flag[1], v);
       i++;
     } else {

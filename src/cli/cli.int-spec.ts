@@ -1,6 +1,7 @@
 import type { INestApplication } from '@nestjs/common';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { existsSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { PgBusService } from '../bus/pg-bus.service.js';
@@ -40,8 +41,11 @@ describe('admin CLI (real PostgreSQL, beside a running server)', () => {
     return { code, out: out.join('\n'), err: err.join('\n') };
   }
 
-  async function newTask(ownerId: string, toolName: string): Promise<string> {
-    const id = `cli-${randomBytes(6).toString('hex')}`;
+  async function newTask(
+    ownerId: string,
+    toolName: string,
+    id = `cli-${randomBytes(6).toString('hex')}`,
+  ): Promise<string> {
     await tasks.insertWithLimits(
       {
         id,
@@ -146,6 +150,24 @@ describe('admin CLI (real PostgreSQL, beside a running server)', () => {
       expect(again.err).toBe(`task ${a2} is already cancelled; nothing to cancel`);
     });
 
+    it('shows and cancels an id that starts with - when it follows --', async () => {
+      // newTaskId() is base64url: 1 id in 64 starts with -, and such an id must still be reachable.
+      const id = await newTask('owner-e', 'tool_x', `-${randomBytes(9).toString('base64url')}`);
+      const refused = await cli('tasks', 'show', id);
+      expect(refused.code).toBe(2);
+      expect(refused.err).toContain(`goes after --: show -- ${id}`);
+      const show = await cli('tasks', 'show', '--json', '--', id);
+      expect(show.code).toBe(0);
+      expect(JSON.parse(show.out)).toMatchObject({ id, status: 'working' });
+      expect(await cli('tasks', 'cancel', '--reason', 'dash id', '--', id)).toMatchObject({
+        code: 0,
+        out: `cancelled ${id}`,
+      });
+      expect(
+        (await cli('tasks', 'list', '--owner', 'owner-e', '--status', 'cancelled', '--json')).out,
+      ).toContain(id);
+    });
+
     it('many parallel cancels of one task: exactly one applies', async () => {
       const id = await newTask('owner-c', 'tool_x');
       const runs = await Promise.all(Array.from({ length: 8 }, () => cli('tasks', 'cancel', id, '--json')));
@@ -187,6 +209,101 @@ describe('admin CLI (real PostgreSQL, beside a running server)', () => {
     ).toEqual([expect.objectContaining({ id, endedAt: expect.any(String) })]);
     expect((await cli('sessions', 'end', id)).code).toBe(3);
     expect(await cli('sessions', 'end', 'nope')).toMatchObject({ code: 1, err: 'no session with id nope' });
+  });
+
+  it('apikey: --json on create and list, revoke twice exits 0 then 3, an unknown id 1', async () => {
+    const created = await cli('apikey', 'create', '--name', 'json-bot', '--scopes', 'tasks:read', '--json');
+    expect(created.code).toBe(0);
+    const key = JSON.parse(created.out) as { id: string; key: string; principalId: string; scopes: string[] };
+    expect(key).toMatchObject({ name: 'json-bot', scopes: ['tasks:read'], principalId: `apikey:${key.id}` });
+    expect(key.key).toMatch(/^mcpk_/);
+    const listed = await cli('apikey', 'list', '--json');
+    expect(listed.code).toBe(0);
+    expect(JSON.parse(listed.out)).toContainEqual(
+      expect.objectContaining({ id: key.id, name: 'json-bot', revokedAt: null }),
+    );
+    expect(listed.out).not.toContain(key.key);
+    expect(await cli('apikey', 'revoke', key.id)).toMatchObject({ code: 0, out: `revoked ${key.id}` });
+    const again = await cli('apikey', 'revoke', key.id, '--json');
+    expect(again.code).toBe(3);
+    expect(JSON.parse(again.out)).toEqual({ revoked: false, id: key.id });
+    expect(again.err).toMatch(/already revoked/);
+    expect(await cli('apikey', 'revoke', 'nokey')).toMatchObject({
+      code: 1,
+      err: 'no API key with id nokey',
+    });
+    expect((await cli('apikey', 'create', '--scopes', 'a')).code).toBe(2);
+  });
+
+  it('principals: turns a user name or email into the principal id that --owner takes', async () => {
+    await withClient(db.url, (c) =>
+      c.query(
+        `INSERT INTO principal (id, provider, issuer, subject, display_name, email, created_at, last_seen_at)
+         VALUES ('oidc:9f2c1e', 'oidc', 'https://idp.example.com', 'u-4711', 'Ada Lovelace', 'ada@example.com', now(), now()),
+                ('proxy:bob', 'proxy', NULL, 'bob', 'Bob_100%', NULL, now(), now())`,
+      ),
+    );
+    const byName = await cli('principals', 'list', '--name', 'lovelace', '--json');
+    expect(byName.code).toBe(0);
+    expect(JSON.parse(byName.out)).toEqual([
+      expect.objectContaining({ id: 'oidc:9f2c1e', displayName: 'Ada Lovelace', email: 'ada@example.com' }),
+    ]);
+    const byEmail = await cli('principals', 'list', '--name', 'ADA@example');
+    expect(byEmail.out.split('\n')).toEqual([
+      'id\tprovider\tname\temail\tlast_seen',
+      expect.stringMatching(/^oidc:9f2c1e\toidc\tAda Lovelace\tada@example.com\t/),
+    ]);
+    // LIKE wildcards in the input are literal: `_` and `%` match only themselves.
+    expect(JSON.parse((await cli('principals', 'list', '--name', '_100%', '--json')).out)).toEqual([
+      expect.objectContaining({ id: 'proxy:bob' }),
+    ]);
+    expect(JSON.parse((await cli('principals', 'list', '--name', 'b_b', '--json')).out)).toEqual([]);
+    expect(
+      JSON.parse((await cli('principals', 'list', '--provider', 'proxy', '--json')).out).map(
+        (p: { id: string }) => p.id,
+      ),
+    ).toEqual(['proxy:bob']);
+  });
+
+  it('runs in a production environment that serves nothing (HOST=0.0.0.0, no AUTH_PROVIDERS)', async () => {
+    const out: string[] = [];
+    const err: string[] = [];
+    const code = await runCli(
+      ['instances', 'list', '--json'],
+      { NODE_ENV: 'production', HOST: '0.0.0.0', DATABASE_URL: db.url },
+      { out: (l) => out.push(l), err: (l) => err.push(l) },
+    );
+    expect({ code, err }).toEqual({ code: 0, err: [] });
+    expect(Array.isArray(JSON.parse(out.join('\n')))).toBe(true);
+  });
+
+  it('migrations: run applies them under the lock on a fresh database, a rerun is a success with nothing to do', async () => {
+    const fresh = await createTestDatabase('cli_migrate');
+    try {
+      const run = async (...argv: string[]): Promise<CliRun> => {
+        const out: string[] = [];
+        const err: string[] = [];
+        // A direct DATABASE_LISTEN_URL wins over DATABASE_URL (which may be a transaction-mode pooler).
+        const env = { DATABASE_URL: 'postgres://nobody@127.0.0.1:1/pooler', DATABASE_LISTEN_URL: fresh.url };
+        const code = await runCli(argv, env, { out: (l) => out.push(l), err: (l) => err.push(l) });
+        return { code, out: out.join('\n'), err: err.join('\n') };
+      };
+      const pending = JSON.parse((await run('migrations', 'show', '--json')).out) as { pending: string[] };
+      expect(pending.pending.length).toBeGreaterThan(0);
+      const first = await run('migrations', 'run', '--json');
+      expect(first.code).toBe(0);
+      expect(JSON.parse(first.out)).toEqual({ applied: pending.pending });
+      expect(await run('migrations', 'run')).toMatchObject({
+        code: 0,
+        out: 'nothing to apply: the schema is current',
+      });
+      expect(await run('migrations', 'show')).toMatchObject({
+        code: 0,
+        out: 'nothing pending: the schema is current',
+      });
+    } finally {
+      await fresh.drop();
+    }
   });
 
   it('instances: shows the running server as alive with the live tasks it holds', async () => {
@@ -259,6 +376,23 @@ describe('admin CLI (real PostgreSQL, beside a running server)', () => {
       const bad = await run('frobnicate');
       expect(bad.code).toBe(2);
       expect(bad.err).toContain('unknown command frobnicate');
+    });
+
+    it('npm run cli runs the existing build and never deletes dist/ under a running server', async () => {
+      const marker = join(REPO_ROOT, 'dist', `.cli-marker-${randomBytes(4).toString('hex')}`);
+      writeFileSync(marker, 'a server runs from this dist/');
+      const main = statSync(join(REPO_ROOT, 'dist', 'src', 'main.js'));
+      try {
+        const { stdout } = await promisify(execFile)('npm', ['run', '--silent', 'cli', '--', 'help'], {
+          cwd: REPO_ROOT,
+          env: { PATH: process.env.PATH, HOME: process.env.HOME },
+        });
+        expect(stdout).toContain('usage: npm run cli');
+        expect(existsSync(marker)).toBe(true);
+        expect(statSync(join(REPO_ROOT, 'dist', 'src', 'main.js')).ino).toBe(main.ino);
+      } finally {
+        rmSync(marker, { force: true });
+      }
     });
 
     it('exits 1 with a clear message when the database is unreachable', async () => {

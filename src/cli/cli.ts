@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { DataSource } from 'typeorm';
 import { ConfigValidationError, loadConfig } from '../config/load-config.js';
 import { buildDataSourceOptions } from '../database/typeorm-options.js';
-import { ApiKeyInputError, ApiKeysService } from '../principals/api-keys.service.js';
+import { ApiKeyInputError } from '../principals/api-keys.service.js';
 import {
   describeCommandError,
   runInstancesCommand,
@@ -13,6 +13,8 @@ import {
 } from './admin-commands.js';
 import { CliUsageError, ExitCode } from './cli-args.js';
 import { buildCliServices, type CliServices } from './cli-context.js';
+import { runMigrationsCommand } from './migrate-command.js';
+import { runApiKeyCommand, runPrincipalsCommand } from './principal-commands.js';
 
 export type { CliIo } from './admin-commands.js';
 
@@ -24,91 +26,30 @@ export const USAGE = `usage: npm run cli -- <command> [options]      (add --json
   sessions list [--principal ID] [--all] [--limit N]
                                               handshake-era sessions (--all: ended ones too)
   sessions end SESSION_ID                     end a session; its next request gets 404
+  principals list [--name TEXT] [--provider P] [--limit N]
+                                              principal ids (for --owner, --principal) by name, email, subject
   instances list [--all]                      server instances, heartbeat state, live tasks held
   janitor run-once                            one janitor sweep now, under the janitor lock
+  migrations run                              apply pending migrations under the migration lock (direct URL:
+                                              DATABASE_LISTEN_URL when set, else DATABASE_URL)
+  migrations show                             list pending migrations
   apikey create --name NAME [--scopes a,b]    create a key for a service account; prints the key once
   apikey list                                 list keys (never the secrets)
-  apikey revoke ID                            revoke a key; requests with it get 401 from then on
-exit codes: 0 done, 1 not found or failed, 2 usage error, 3 nothing to do (already finished, lock held)`;
+  apikey revoke KEY_ID                        revoke a key; requests with it get 401 from then on
+an id that starts with - goes after --: tasks show -- -AbC…
+exit codes: 0 done, 1 not found or failed, 2 usage error, 3 nothing to do (already finished, revoked, lock held)`;
 
-type Command = (args: string[], services: CliServices, io: CliIo) => Promise<number>;
+type Command = (args: string[], services: CliServices, io: CliIo, ds: DataSource) => Promise<number>;
 
 const COMMANDS: Record<string, Command> = {
   tasks: runTasksCommand,
   sessions: runSessionsCommand,
   instances: runInstancesCommand,
   janitor: runJanitorCommand,
+  principals: (args, _s, io, ds) => runPrincipalsCommand(args, ds, io),
+  migrations: (args, _s, io, ds) => runMigrationsCommand(args, ds, io),
   apikey: (args, s, io) => runApiKeyCommand(args, s.apiKeys, io),
 };
-
-/** `--name x --scopes a,b` → { name: 'x', scopes: 'a,b' }, plus the positional words. */
-function parseArgs(args: string[]): { flags: Record<string, string>; words: string[] } {
-  const flags: Record<string, string> = {};
-  const words: string[] = [];
-  for (let i = 0; i < args.length; i++) {
-    const a = args[i];
-    const eq = /^--([a-z-]+)=(.*)$/.exec(a);
-    if (eq) flags[eq[1]] = eq[2];
-    else if (a.startsWith('--')) flags[a.slice(2)] = args[++i] ?? '';
-    else words.push(a);
-  }
-  return { flags, words };
-}
-
-export async function runApiKeyCommand(args: string[], keys: ApiKeysService, io: CliIo): Promise<number> {
-  const { flags, words } = parseArgs(args);
-  switch (words[0]) {
-    case 'create': {
-      if (!flags.name) {
-        io.err('apikey create needs --name NAME');
-        return 2;
-      }
-      const scopes = (flags.scopes ?? '')
-        .split(',')
-        .map((s) => s.trim())
-        .filter((s) => s !== '');
-      const created = await keys.create(flags.name, scopes);
-      io.out(`id: ${created.id}`);
-      io.out(`name: ${created.name}`);
-      io.out(`scopes: ${created.scopes.join(',')}`);
-      io.out(`key: ${created.key}`);
-      io.err('Store the key now: it is shown only this once (the server keeps only its hash).');
-      return 0;
-    }
-    case 'list': {
-      const rows = await keys.list();
-      io.out(['id', 'name', 'scopes', 'created', 'revoked'].join('\t'));
-      for (const k of rows) {
-        io.out(
-          [
-            k.id,
-            k.name,
-            k.scopes.join(','),
-            k.createdAt.toISOString(),
-            k.revokedAt?.toISOString() ?? '-',
-          ].join('\t'),
-        );
-      }
-      return 0;
-    }
-    case 'revoke': {
-      const id = words[1];
-      if (!id) {
-        io.err('apikey revoke needs the key id');
-        return 2;
-      }
-      if (await keys.revoke(id)) {
-        io.out(`revoked ${id}`);
-        return 0;
-      }
-      io.err(`no live API key with id ${id}`);
-      return 1;
-    }
-    default:
-      io.err(USAGE);
-      return 2;
-  }
-}
 
 /**
  * The operator CLI (`npm run cli -- …`, or `node dist/src/cli/main.js …` in the image). It reads the same
@@ -131,7 +72,8 @@ export async function runCli(
   }
   let config;
   try {
-    config = loadConfig(env);
+    // The CLI serves nothing: it is held to the schema, not to the HTTP server's production refusals.
+    config = loadConfig(env, { serving: false });
   } catch (err) {
     if (err instanceof ConfigValidationError) {
       io.err(err.message);
@@ -139,7 +81,10 @@ export async function runCli(
     }
     throw err;
   }
-  const url = config.DATABASE_URL;
+  // Migrations hold a session advisory lock and one transaction: past a transaction-mode pooler neither
+  // holds, so they take the direct URL the LISTEN connection uses when there is one.
+  const url =
+    argv[0] === 'migrations' ? (config.DATABASE_LISTEN_URL ?? config.DATABASE_URL) : config.DATABASE_URL;
   if (!url) {
     io.err('The CLI needs DATABASE_URL (postgres://user@host:port/db): the database the server uses.');
     return ExitCode.FAILED;
@@ -154,7 +99,7 @@ export async function runCli(
     return ExitCode.FAILED;
   }
   try {
-    return await command(argv.slice(1), buildCliServices(ds, config), io);
+    return await command(argv.slice(1), buildCliServices(ds, config), io, ds);
   } catch (err) {
     if (err instanceof CliUsageError || err instanceof ApiKeyInputError) {
       io.err(err.message);

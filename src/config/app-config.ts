@@ -248,8 +248,9 @@ export class AppConfig {
   @ListEnv()
   AUTH_REQUIRED_SCOPES: string[] = [];
 
-  /** When set, GET /metrics needs `Authorization: Bearer <METRICS_TOKEN>`. */
+  /** When set, GET /metrics needs `Authorization: Bearer <METRICS_TOKEN>`. A bearer secret: at least 16 characters. */
   @IsOptional()
+  @MinLength(16, { message: 'METRICS_TOKEN must be at least 16 characters' })
   @MaxLength(512, { message: 'METRICS_TOKEN must be at most 512 characters' })
   METRICS_TOKEN?: string;
 
@@ -268,7 +269,10 @@ export class AppConfig {
   @BoolEnv()
   MCP_BENCH_TOOLS = false;
 
-  /** Registers the example tool modules of src/tools/examples (report job, approval flow, outbound HTTP). */
+  /**
+   * Registers the example tool modules of src/tools/examples (report job, approval flow, outbound HTTP).
+   * Unset: on outside production, off when NODE_ENV=production (loadConfig decides).
+   */
   @BoolEnv()
   EXAMPLE_TOOLS = true;
 

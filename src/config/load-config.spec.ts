@@ -132,7 +132,7 @@ describe('loadConfig', () => {
       AUTH_PROVIDERS: 'oidc,apikey',
       OIDC_ISSUER: 'https://login.example.com/realms/corp',
       MCP_RESOURCE_URL: 'https://mcp.example.com/mcp',
-      METRICS_TOKEN: 'scrape-token',
+      METRICS_TOKEN: 'scrape-token-0123456789',
     };
 
     function problemsOf(env: Record<string, string>): string[] {
@@ -196,6 +196,34 @@ describe('loadConfig', () => {
           OIDC_JWKS_URI: 'http://localhost/j',
         }),
       ).toEqual([]);
+    });
+
+    it('refuses a METRICS_TOKEN shorter than 16 characters, as the other bearer secrets', () => {
+      expect(problemsOf({ ...safe, METRICS_TOKEN: 'change-me' })).toEqual([
+        'METRICS_TOKEN must be at least 16 characters',
+      ]);
+    });
+
+    it('turns the example tools off unless EXAMPLE_TOOLS=true asks for them', () => {
+      expect(loadConfig(safe).EXAMPLE_TOOLS).toBe(false);
+      expect(loadConfig({ ...safe, EXAMPLE_TOOLS: 'true' }).EXAMPLE_TOOLS).toBe(true);
+      expect(loadConfig({}).EXAMPLE_TOOLS).toBe(true);
+      expect(loadConfig({ NODE_ENV: 'test' }).EXAMPLE_TOOLS).toBe(true);
+      expect(loadConfig({ EXAMPLE_TOOLS: 'false' }).EXAMPLE_TOOLS).toBe(false);
+    });
+
+    it('holds tools that serve nothing to the schema only, not to the HTTP server refusals', () => {
+      const image = { NODE_ENV: 'production', HOST: '0.0.0.0', DATABASE_URL: 'postgres://mcp@db/mcp' };
+      expect(problemsOf(image)).toEqual([
+        expect.stringMatching(/^AUTH_PROVIDERS must name/),
+        expect.stringMatching(/^METRICS_TOKEN is required/),
+        expect.stringMatching(/^MCP_RESOURCE_URL is required/),
+      ]);
+      expect(loadConfig(image, { serving: false }).isProduction).toBe(true);
+      // A malformed variable is still refused.
+      expect(() => loadConfig({ ...image, PORT: 'abc' }, { serving: false })).toThrow(
+        /PORT must be an integer/,
+      );
     });
 
     it('leaves development alone', () => {

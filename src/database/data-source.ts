@@ -6,7 +6,8 @@ import { buildDataSourceOptions } from './typeorm-options.js';
 /**
  * Entry point for the TypeORM CLI (`npm run migration:*`). It needs a real server: set DATABASE_URL.
  */
-const config = loadConfig(process.env);
+// The TypeORM CLI serves nothing: only the schema applies, not the HTTP server's production refusals.
+const config = loadConfig(process.env, { serving: false });
 if (!config.DATABASE_URL) {
   throw new Error('The TypeORM CLI needs DATABASE_URL (postgres://user@host:port/db).');
 }

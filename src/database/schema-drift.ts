@@ -9,7 +9,7 @@ import { buildDataSourceOptions } from './typeorm-options.js';
  * entities. Any pending statement means an entity changed without a migration; print it and fail.
  */
 async function main(): Promise<void> {
-  const config = loadConfig(process.env);
+  const config = loadConfig(process.env, { serving: false });
   if (!config.DATABASE_URL) throw new Error('schema drift check needs DATABASE_URL');
   const ds = new DataSource(
     buildDataSourceOptions({ url: config.DATABASE_URL, applicationName: 'mcp-schema-drift' }),

@@ -7,6 +7,8 @@ import { AppConfig, CONFIG_KEYS } from '../../src/config/app-config.js';
 import { loadConfig } from '../../src/config/load-config.js';
 import { HealthController } from '../../src/health/health.controller.js';
 import { DEPLOY_DIR } from '../support/deploy-files.js';
+import { REPO_ROOT } from '../support/server-process.js';
+import { k8sContainerEnv, kustomizedImage } from './container-env.js';
 
 type Doc = Record<string, any>;
 
@@ -31,6 +33,7 @@ function healthRoute(method: 'live' | 'ready'): string {
 describe('deploy/k8s manifests', () => {
   const kustomization = parse(readFileSync(join(K8S, 'kustomization.yaml'), 'utf8')) as {
     resources: string[];
+    images?: { name: string; newName?: string; newTag?: string }[];
   };
   const docs = kustomization.resources.flatMap(read);
   const byKind = (kind: string): Doc => {
@@ -42,18 +45,17 @@ describe('deploy/k8s manifests', () => {
   const configMap = byKind('ConfigMap');
   const pod = deployment.spec.template.spec;
   const container = pod.containers[0];
-  // The config the pods get: the ConfigMap's values, validated by the app's own schema.
-  const config: AppConfig = loadConfig({
-    ...configMap.data,
-    // The variables the Deployment takes from the Secret (placeholders; production refuses to start without them).
-    DATABASE_URL: 'postgres://placeholder@db/mcp',
-    MRTR_STATE_SECRET: 'x'.repeat(32),
-    METRICS_TOKEN: 'placeholder-metrics-token',
-  });
+  const job = byKind('Job');
+  const jobContainer = job.spec.template.spec.containers[0];
+  const exampleSecret = read('secret.example.yaml')[0];
+  // The environment a pod really gets (the image's ENV, the ConfigMap, the example Secret's keys as the
+  // Deployment refers to them), validated by the app's own config loader with every production refusal.
+  const podEnv = k8sContainerEnv(container, [configMap, exampleSecret]);
+  const config: AppConfig = loadConfig(podEnv);
 
   it('holds a Deployment, Service, PodDisruptionBudget and HorizontalPodAutoscaler that parse', () => {
     expect(docs.map((d) => d.kind).sort()).toEqual(
-      ['ConfigMap', 'Deployment', 'HorizontalPodAutoscaler', 'PodDisruptionBudget', 'Service'].sort(),
+      ['ConfigMap', 'Deployment', 'HorizontalPodAutoscaler', 'Job', 'PodDisruptionBudget', 'Service'].sort(),
     );
     for (const d of docs) expect(d.metadata.name).toMatch(/^mcp-task-server/);
   });
@@ -70,9 +72,54 @@ describe('deploy/k8s manifests', () => {
       expect(container.env.map((e: Doc) => e.name)).toContain(secret);
     }
     // The example Secret carries every key the Deployment refers to.
-    const example = read('secret.example.yaml')[0];
     for (const e of container.env)
-      expect(Object.keys(example.stringData)).toContain(e.valueFrom.secretKeyRef.key);
+      expect(Object.keys(exampleSecret.stringData)).toContain(e.valueFrom.secretKeyRef.key);
+  });
+
+  it('passes the production boot check with the example Secret, and needs every secret production needs', () => {
+    expect(config.isProduction).toBe(true);
+    expect(config.EXAMPLE_TOOLS).toBe(false);
+    // A secret production refuses to boot without is never optional: a pod without it would crash-loop
+    // instead of waiting in CreateContainerConfigError, which names the missing key.
+    for (const name of ['DATABASE_URL', 'MRTR_STATE_SECRET', 'METRICS_TOKEN']) {
+      const ref = container.env.find((e: Doc) => e.name === name).valueFrom.secretKeyRef;
+      expect([name, ref.optional ?? false]).toEqual([name, false]);
+      const { [ref.key]: _, ...withoutIt } = exampleSecret.stringData as Record<string, string>;
+      expect(() =>
+        k8sContainerEnv(container, [configMap, { ...exampleSecret, stringData: withoutIt }]),
+      ).toThrow(new RegExp(`key ${ref.key} of Secret`));
+    }
+    // Length-validated: the example's placeholder passes, a short token is refused.
+    expect(() => loadConfig({ ...podEnv, METRICS_TOKEN: 'change-me' })).toThrow(
+      /METRICS_TOKEN must be at least 16/,
+    );
+  });
+
+  it('migrates with a Job over the direct URL when database-url goes through PgBouncer', () => {
+    const pooled = /pgbouncer|:6432\//.test(exampleSecret.stringData['database-url']);
+    expect(pooled).toBe(true);
+    expect(config.DB_MIGRATIONS_RUN).toBe(false);
+    expect(jobContainer.command).toEqual(['node', 'dist/src/cli/main.js', 'migrations', 'run']);
+    expect(jobContainer.envFrom).toEqual(container.envFrom);
+    const jobEnv = k8sContainerEnv(jobContainer, [configMap, exampleSecret]);
+    // The CLI prefers DATABASE_LISTEN_URL (direct to the primary) for migrations.
+    expect(jobEnv.DATABASE_LISTEN_URL).toBe(exampleSecret.stringData['database-listen-url']);
+    expect(jobEnv.DATABASE_LISTEN_URL).not.toMatch(/pgbouncer|:6432\//);
+    expect(loadConfig(jobEnv, { serving: false }).isProduction).toBe(true);
+    expect(job.spec.template.spec.restartPolicy).toBe('Never');
+    expect(job.spec.template.spec.securityContext).toEqual(pod.securityContext);
+  });
+
+  it('runs one image, named in kustomization.yaml, whose build and push the operations guide describes', () => {
+    const images = [container.image, jobContainer.image].map((i: string) =>
+      kustomizedImage(i, kustomization.images),
+    );
+    expect(images[0]).toBe(images[1]);
+    expect(images[0]).not.toBe(container.image); // the kustomization sets it
+    const guide = readFileSync(join(REPO_ROOT, 'docs', 'operations.md'), 'utf8');
+    expect(guide).toContain('docker build');
+    expect(guide).toContain('docker push');
+    expect(guide).toContain('kustomize edit set image mcp-task-server=');
   });
 
   it('probes the app’s real health routes on its port', () => {
