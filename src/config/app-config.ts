@@ -76,6 +76,9 @@ function BoolEnv(): PropertyDecorator {
   return applyDecorators(Transform(toBool), IsBoolean({ message: '$property must be true or false' }));
 }
 
+export const STATEMENT_MODE_SETTINGS = ['auto', 'named', 'unnamed'] as const;
+export type StatementModeSetting = (typeof STATEMENT_MODE_SETTINGS)[number];
+
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'] as const;
 export type LogLevelName = (typeof LOG_LEVELS)[number];
 
@@ -120,6 +123,16 @@ export class AppConfig {
 
   @IntEnv(1, 200)
   DB_POOL_MAX = 10;
+
+  /**
+   * How the hot statements are sent: `auto` finds out at boot (and at the first lost statement) whether the
+   * pool keeps named prepared statements, which a transaction-mode pooler such as PgBouncer < 1.21 does not;
+   * `named` or `unnamed` forces one (see docs/operations.md, Supported topologies).
+   */
+  @IsIn(STATEMENT_MODE_SETTINGS, {
+    message: `DB_PREPARED_STATEMENTS must be one of ${STATEMENT_MODE_SETTINGS.join(', ')}`,
+  })
+  DB_PREPARED_STATEMENTS: StatementModeSetting = 'auto';
 
   @Matches(/^\d+(\.\d+)?\s*(b|kb|mb)?$/i, {
     message: 'HTTP_BODY_LIMIT must be a size such as 4mb, 512kb or 1048576',
