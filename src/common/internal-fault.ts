@@ -43,8 +43,13 @@ export function isInfrastructureFault(err: unknown): boolean {
   return err instanceof Error && POOL_MESSAGES.test(err.message);
 }
 
-/** SQLSTATEs that mean "PostgreSQL cannot serve right now", not "this statement is wrong". */
-const UNAVAILABLE_SQLSTATE = /^(08...|57P0[1-3]|53300)$/;
+/**
+ * SQLSTATEs that mean "PostgreSQL cannot serve right now", not "this statement is wrong": connection
+ * exceptions, shutdown, too many connections, and faults the same request would not hit again: a deadlock
+ * or serialization failure (rolled back), a prepared statement a transaction pooler put on another server
+ * connection (26000, 42P05; refused before it ran).
+ */
+const UNAVAILABLE_SQLSTATE = /^(08...|57P0[1-3]|53300|40001|40P01|26000|42P05)$/;
 const UNAVAILABLE_SYSCALL_CODES = new Set([
   'ECONNREFUSED',
   'ECONNRESET',
@@ -68,6 +73,18 @@ export function isDatabaseUnavailable(err: unknown, depth = 0): boolean {
   }
   if (e.driverError !== undefined) return isDatabaseUnavailable(e.driverError, depth + 1);
   return err instanceof Error && POOL_MESSAGES.test(err.message);
+}
+
+let lastRetryableFault = Number.NEGATIVE_INFINITY;
+
+/** Records that a request just failed with a fault a retry can cure (readiness reports it for a while). */
+export function noteRetryableFault(): void {
+  lastRetryableFault = performance.now();
+}
+
+/** Milliseconds since the last retryable fault (Infinity when none yet), on the monotonic clock. */
+export function msSinceRetryableFault(): number {
+  return performance.now() - lastRetryableFault;
 }
 
 /** The id a client quotes to an operator: the request's correlation id, or a fresh one outside a request. */

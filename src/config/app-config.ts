@@ -76,6 +76,9 @@ function BoolEnv(): PropertyDecorator {
   return applyDecorators(Transform(toBool), IsBoolean({ message: '$property must be true or false' }));
 }
 
+export const STATEMENT_MODE_SETTINGS = ['auto', 'named', 'unnamed'] as const;
+export type StatementModeSetting = (typeof STATEMENT_MODE_SETTINGS)[number];
+
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'] as const;
 export type LogLevelName = (typeof LOG_LEVELS)[number];
 
@@ -121,6 +124,16 @@ export class AppConfig {
   @IntEnv(1, 200)
   DB_POOL_MAX = 10;
 
+  /**
+   * How the hot statements are sent: `auto` finds out at boot (and at the first lost statement) whether the
+   * pool keeps named prepared statements, which a transaction-mode pooler such as PgBouncer < 1.21 does not;
+   * `named` or `unnamed` forces one (see docs/operations.md, Supported topologies).
+   */
+  @IsIn(STATEMENT_MODE_SETTINGS, {
+    message: `DB_PREPARED_STATEMENTS must be one of ${STATEMENT_MODE_SETTINGS.join(', ')}`,
+  })
+  DB_PREPARED_STATEMENTS: StatementModeSetting = 'auto';
+
   @Matches(/^\d+(\.\d+)?\s*(b|kb|mb)?$/i, {
     message: 'HTTP_BODY_LIMIT must be a size such as 4mb, 512kb or 1048576',
   })
@@ -128,6 +141,14 @@ export class AppConfig {
 
   @IntEnv(0, 600000)
   SHUTDOWN_GRACE_MS = 10000;
+
+  /**
+   * After SIGTERM, how long readiness is 503 while requests are still served (each connection closed after
+   * its answer), before new connections are refused and the grace period starts. Longer than the balancer's
+   * idle keep-alive to the instances (nginx keepalive_timeout 2 s in deploy/nginx) and its readiness period.
+   */
+  @IntEnv(0, 600000)
+  SHUTDOWN_DRAIN_DELAY_MS = 3000;
 
   @IntEnv(100, 60000)
   HEALTH_DB_TIMEOUT_MS = 2000;

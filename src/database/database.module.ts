@@ -4,6 +4,7 @@ import { DataSource } from 'typeorm';
 import { AppConfig } from '../config/app-config.js';
 import { runMigrationsLocked } from './migrations-runner.js';
 import { PoolMetrics } from './pool-metrics.js';
+import { initStatementMode, poolOf } from './statement-mode.js';
 import { buildDataSourceOptions } from './typeorm-options.js';
 
 /** Applies pending migrations during module init, before any feature module touches a table. */
@@ -30,6 +31,26 @@ export class MigrationsOnBoot implements OnModuleInit {
   }
 }
 
+/**
+ * Finds out before the first request whether the pool keeps named prepared statements (a transaction-mode
+ * pooler may not), unless DB_PREPARED_STATEMENTS forces a mode; logs the mode either way.
+ */
+@Injectable()
+export class StatementModeOnBoot implements OnModuleInit {
+  private readonly logger = new Logger('Database');
+
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly config: AppConfig,
+  ) {}
+
+  async onModuleInit(): Promise<void> {
+    await initStatementMode(poolOf(this.dataSource), this.config.DB_PREPARED_STATEMENTS, (m) =>
+      this.logger.log(m),
+    );
+  }
+}
+
 @Module({
   imports: [
     TypeOrmModule.forRootAsync({
@@ -43,6 +64,6 @@ export class MigrationsOnBoot implements OnModuleInit {
       },
     }),
   ],
-  providers: [MigrationsOnBoot, PoolMetrics],
+  providers: [MigrationsOnBoot, StatementModeOnBoot, PoolMetrics],
 })
 export class DatabaseModule {}

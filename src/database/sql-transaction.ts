@@ -1,6 +1,7 @@
 import pg from 'pg';
 import type { DataSource } from 'typeorm';
 import type { PreparedStatement } from './prepared-query.js';
+import { fallBackToUnnamed, poolOf, queryFor } from './statement-mode.js';
 
 /** What a statement runner must offer: a TypeORM EntityManager and an SqlTx both do. */
 export interface SqlRunner {
@@ -23,7 +24,7 @@ export interface SqlTx extends SqlRunner {
     statement: PreparedStatement,
     values: unknown[],
   ): Promise<R[]>;
-  /** A named prepared statement (parsed and planned once per connection). */
+  /** A prepared statement (named, so parsed and planned once per connection, unless the pool cannot keep them). */
   prepared<R extends pg.QueryResultRow = Record<string, unknown>>(
     statement: PreparedStatement,
     values: unknown[],
@@ -91,6 +92,7 @@ class PooledTx implements SqlTx {
   private opening: string | null;
 
   constructor(
+    private readonly pool: pg.Pool,
     private readonly client: pg.PoolClient,
     opening: string,
   ) {
@@ -112,7 +114,7 @@ class PooledTx implements SqlTx {
 
   async prepared<R extends pg.QueryResultRow>(statement: PreparedStatement, values: unknown[]): Promise<R[]> {
     await this.open();
-    const result = await this.client.query<R>({ name: statement.name, text: statement.text, values });
+    const result = await this.client.query<R>(queryFor(this.pool, statement, values));
     return result.rows;
   }
 
@@ -173,25 +175,26 @@ class PooledTx implements SqlTx {
  * timeout and an optional advisory lock go in one, and the NOTIFYs ride with COMMIT. On any error the
  * transaction is rolled back; a connection that cannot even roll back is destroyed rather than reused. A
  * COMMIT whose answer is lost rejects with CommitOutcomeUnknownError: it may have landed.
+ * A prepared statement the pool lost (a transaction pooler, see statement-mode.ts) aborts the transaction
+ * before anything of it commits: the pool switches to unnamed statements and `work` runs once more.
  */
 export async function inTransaction<T>(
   dataSource: DataSource,
   options: TransactionOptions,
   work: (tx: SqlTx) => Promise<T>,
 ): Promise<T> {
-  const pool = (dataSource.driver as unknown as { master: pg.Pool }).master;
-  const client = await pool.connect();
-  // A checked-out pg client has no 'error' listener of the pool's: a connection dropped mid-transaction
-  // would otherwise be an unhandled 'error' event. The statement in flight rejects on its own.
-  let lost: Error | undefined;
-  const onError = (err: Error): void => {
-    lost = err;
-  };
-  client.on('error', onError);
-  const release = (err?: Error): void => {
-    client.removeListener('error', onError);
-    client.release(err);
-  };
+  const pool = poolOf(dataSource);
+  const opening = openingOf(options);
+  try {
+    return await attempt(pool, opening, work);
+  } catch (err) {
+    if (!fallBackToUnnamed(pool, err)) throw err;
+    return attempt(pool, opening, work);
+  }
+}
+
+/** BEGIN and the settings that go with it in the same round trip. */
+function openingOf(options: TransactionOptions): string {
   let opening = 'BEGIN';
   if (options.lockTimeoutMs > 0) {
     opening += `; SET LOCAL lock_timeout = '${integer(options.lockTimeoutMs, 'lock timeout')}ms'`;
@@ -205,7 +208,23 @@ export async function inTransaction<T>(
   if (options.advisoryLock !== undefined) {
     opening += `; SELECT pg_advisory_xact_lock(${integer(options.advisoryLock, 'advisory lock key')})`;
   }
-  const tx = new PooledTx(client, opening);
+  return opening;
+}
+
+async function attempt<T>(pool: pg.Pool, opening: string, work: (tx: SqlTx) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  // A checked-out pg client has no 'error' listener of the pool's: a connection dropped mid-transaction
+  // would otherwise be an unhandled 'error' event. The statement in flight rejects on its own.
+  let lost: Error | undefined;
+  const onError = (err: Error): void => {
+    lost = err;
+  };
+  client.on('error', onError);
+  const release = (err?: Error): void => {
+    client.removeListener('error', onError);
+    client.release(err);
+  };
+  const tx = new PooledTx(pool, client, opening);
   let committing = false;
   try {
     const result = await work(tx);

@@ -4,6 +4,7 @@ import { DataSource } from 'typeorm';
 import { AppConfig } from '../config/app-config.js';
 import { LifecycleService } from '../lifecycle/lifecycle.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';
+import { msSinceRetryableFault } from '../common/internal-fault.js';
 import { probeFailureReason } from './probe-failure.js';
 
 export type CheckResult = { status: 'up' } | { status: 'down'; reason: string };
@@ -16,6 +17,12 @@ export interface ReadinessReport {
 
 /** Readiness probes from every load balancer and kubelet are served from one check per this period. */
 export const READINESS_CACHE_MS = 1000;
+/**
+ * How long readiness stays down after a request failed with a database fault a retry can cure (answered
+ * 503): the probe's own query may well pass while requests fail (a pooler losing prepared statements, a
+ * deadlock storm), and a balancer should prefer other instances while that lasts.
+ */
+export const RETRYABLE_FAULT_WINDOW_MS = 2000;
 /** The client-side bound sits a little past the server-side statement_timeout, which normally fires first. */
 const CLIENT_TIMEOUT_MARGIN_MS = 500;
 
@@ -79,6 +86,16 @@ export class HealthService {
       registers: [metrics.registry],
     });
     this.readyChanges.inc(0);
+    this.register(
+      'database_faults',
+      () =>
+        Promise.resolve<CheckResult>(
+          msSinceRetryableFault() < RETRYABLE_FAULT_WINDOW_MS
+            ? { status: 'down', reason: 'retryable faults' }
+            : { status: 'up' },
+        ),
+      { live: true },
+    );
   }
 
   /**
@@ -90,7 +107,7 @@ export class HealthService {
   }
 
   async readiness(): Promise<ReadinessReport> {
-    const shutdown: CheckResult = this.lifecycle.draining
+    const shutdown: CheckResult = this.lifecycle.drainAnnounced
       ? { status: 'down', reason: 'shutting down' }
       : { status: 'up' };
     const [cached, live] = await Promise.all([this.cachedChecks(), this.run(this.liveChecks)]);

@@ -1,4 +1,9 @@
-import { correlationId, internalErrorText, isDatabaseUnavailable } from '../common/internal-fault.js';
+import {
+  correlationId,
+  internalErrorText,
+  isDatabaseUnavailable,
+  noteRetryableFault,
+} from '../common/internal-fault.js';
 import { Logger } from '@nestjs/common';
 import { SessionError } from '../sessions/sessions.errors.js';
 import { McpProtocolError } from '../tool-dispatch/tool-context.js';
@@ -51,12 +56,13 @@ export function mapError(err: unknown, era: Era): MappedError {
   }
   const id = correlationId();
   if (isDatabaseUnavailable(err)) {
+    noteRetryableFault();
     // One line, no stack: during an outage every request lands here, and readiness already says why.
-    logger.warn(`database unavailable [${id}]: ${err instanceof Error ? err.message : String(err)}`);
+    logger.warn(`database fault, retryable [${id}]: ${err instanceof Error ? err.message : String(err)}`);
     return {
       error: rpc(
         JSONRPC.INTERNAL_ERROR,
-        `Service unavailable: the database cannot be reached; retry shortly (correlation id ${id})`,
+        `Service unavailable: the database cannot serve this request now; retry shortly (correlation id ${id})`,
       ),
       httpStatus: 503,
     };

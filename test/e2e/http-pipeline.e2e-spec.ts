@@ -42,6 +42,7 @@ describe('HTTP pipeline (real AppModule over HTTP)', () => {
         shutdown: { status: 'up' },
         database: { status: 'up' },
         migrations: { status: 'up' },
+        database_faults: { status: 'up' },
         listener: { status: 'up' },
       },
     });
