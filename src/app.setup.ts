@@ -31,6 +31,23 @@ function sendEdgeError(
 }
 
 /**
+ * Once a drain is announced, a connection carries no further request: an answer whose headers are still to
+ * go says `Connection: close` (nginx then never reuses the connection), and the socket is ended after any
+ * answer, also one whose headers went out before the drain (a stream the drain ends). A kept connection
+ * would be the one a balancer picks for its next request just as this instance closes it.
+ */
+function closeWhenDraining(lifecycle: LifecycleService, req: Request, res: Response): void {
+  const writeHead = res.writeHead.bind(res) as (...args: unknown[]) => Response;
+  res.writeHead = ((...args: unknown[]): Response => {
+    if (lifecycle.drainAnnounced && !res.headersSent) res.setHeader('Connection', 'close');
+    return writeHead(...args);
+  }) as Response['writeHead'];
+  res.once('finish', () => {
+    if (lifecycle.drainAnnounced) req.socket.end();
+  });
+}
+
+/**
  * The HTTP pipeline shared by main.ts and the e2e tests, so tests exercise exactly what production runs:
  * correlation ids, request accounting for graceful drain, metrics, body limits and JSON error bodies.
  * The app must be created with `bodyParser: false`.
@@ -71,6 +88,7 @@ export function configureApp(app: INestApplication): void {
     };
     res.once('finish', finish);
     res.once('close', finish);
+    closeWhenDraining(lifecycle, req, res);
     requestContext.run(ctx, () => {
       if (lifecycle.draining && isMcpPath(req)) {
         res.setHeader('Connection', 'close');

@@ -142,6 +142,14 @@ export class AppConfig {
   @IntEnv(0, 600000)
   SHUTDOWN_GRACE_MS = 10000;
 
+  /**
+   * After SIGTERM, how long readiness is 503 while requests are still served (each connection closed after
+   * its answer), before new connections are refused and the grace period starts. Longer than the balancer's
+   * idle keep-alive to the instances (nginx keepalive_timeout 2 s in deploy/nginx) and its readiness period.
+   */
+  @IntEnv(0, 600000)
+  SHUTDOWN_DRAIN_DELAY_MS = 3000;
+
   @IntEnv(100, 60000)
   HEALTH_DB_TIMEOUT_MS = 2000;
 

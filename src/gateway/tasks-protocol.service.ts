@@ -1,4 +1,5 @@
 import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import { LifecycleService } from '../lifecycle/lifecycle.service.js';
 import { JSONRPC } from '../protocol/json-rpc.js';
 import { McpMethodsService } from '../protocol/mcp-methods.service.js';
 import { InputRequiredSignal } from '../protocol/mrtr-input.js';
@@ -59,6 +60,7 @@ export class TasksProtocolService implements OnModuleInit {
     private readonly modern: ModernMcpHandler,
     private readonly hub: StreamHub,
     private readonly quotas: QuotaService,
+    private readonly lifecycle: LifecycleService,
   ) {}
 
   onModuleInit(): void {
@@ -173,11 +175,25 @@ export class TasksProtocolService implements OnModuleInit {
   private async legacyResult(p: Params, ctx: RequestContext): Promise<Record<string, unknown>> {
     const taskId = taskIdOf(p);
     const release = this.quotas.acquire('result_waiters', ctx.principal.id);
+    // A drain ends the wait with an answer the client repeats (on another instance, through a balancer)
+    // rather than holding it until the grace period cuts the connection.
+    const drained = new AbortController();
+    const offDrain = this.lifecycle.onDrain(() => drained.abort());
     let waited;
     try {
-      waited = await this.tasks.waitForTerminal(ctx.principal.id, taskId, { signal: ctx.signal });
+      waited = await this.tasks.waitForTerminal(ctx.principal.id, taskId, {
+        signal: AbortSignal.any([ctx.signal, drained.signal]),
+      });
     } finally {
+      offDrain();
       release();
+    }
+    if (waited.kind === 'aborted' && !ctx.signal.aborted) {
+      throw new McpProtocolError(
+        JSONRPC.SERVER_ERROR,
+        'The server is restarting and the task is still running; call tasks/result again',
+        { taskId, status: waited.task.status },
+      );
     }
     const related = { [META.RELATED_TASK]: { taskId } };
     switch (waited.kind) {

@@ -107,7 +107,7 @@ export class HealthService {
   }
 
   async readiness(): Promise<ReadinessReport> {
-    const shutdown: CheckResult = this.lifecycle.draining
+    const shutdown: CheckResult = this.lifecycle.drainAnnounced
       ? { status: 'down', reason: 'shutting down' }
       : { status: 'up' };
     const [cached, live] = await Promise.all([this.cachedChecks(), this.run(this.liveChecks)]);

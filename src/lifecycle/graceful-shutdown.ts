@@ -1,12 +1,18 @@
 import type { INestApplication, LoggerService } from '@nestjs/common';
 import type { Server } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { AppConfig } from '../config/app-config.js';
 import { LifecycleService } from './lifecycle.service.js';
 
 /**
- * SIGTERM/SIGINT: turn readiness to 503 and refuse new MCP requests at once, give in-flight requests up to
- * SHUTDOWN_GRACE_MS, then cut what is left, close the app (HTTP server, database pool) and finally run
- * `afterClose` (stopping the embedded PostgreSQL, which must outlive the pool).
+ * SIGTERM/SIGINT: turn readiness to 503 at once but keep serving for SHUTDOWN_DRAIN_DELAY_MS (each answer
+ * closes its connection), so a balancer stops sending before anything is refused: Kubernetes removes the
+ * endpoint, and nginx, which does not probe readiness, loses every upstream connection to this instance
+ * (closed after an answer, or by its own upstream keepalive_timeout, shorter than the delay). Then stop
+ * listening: a connection attempt is refused, which nginx retries on another instance even for a POST, since
+ * nothing was sent. Streams and tasks/result waits end, in-flight requests get up to SHUTDOWN_GRACE_MS, then
+ * what is left is cut, the app closes (HTTP server, database pool) and `afterClose` runs (stopping the
+ * embedded PostgreSQL, which must outlive the pool).
  */
 export function installGracefulShutdown(
   app: INestApplication,
@@ -14,11 +20,19 @@ export function installGracefulShutdown(
   afterClose: () => Promise<void>,
 ): void {
   const lifecycle = app.get(LifecycleService);
-  const { SHUTDOWN_GRACE_MS } = app.get(AppConfig);
+  const { SHUTDOWN_GRACE_MS, SHUTDOWN_DRAIN_DELAY_MS } = app.get(AppConfig);
+  const server = app.getHttpServer() as Server;
   let started = false;
 
   const run = async (signal: string): Promise<void> => {
-    logger.log(`${signal} received: draining (grace ${SHUTDOWN_GRACE_MS} ms)`, 'Shutdown');
+    logger.log(
+      `${signal} received: not ready, serving for ${SHUTDOWN_DRAIN_DELAY_MS} ms more, then draining (grace ${SHUTDOWN_GRACE_MS} ms)`,
+      'Shutdown',
+    );
+    lifecycle.announceDrain();
+    if (SHUTDOWN_DRAIN_DELAY_MS > 0) await sleep(SHUTDOWN_DRAIN_DELAY_MS);
+    // Stops accepting connections (and closes the idle ones); answers in flight still go out.
+    server.close();
     lifecycle.beginDrain();
     const idle = await lifecycle.waitForIdle(SHUTDOWN_GRACE_MS);
     if (!idle) {
@@ -27,7 +41,6 @@ export function installGracefulShutdown(
         'Shutdown',
       );
     }
-    const server = app.getHttpServer() as Server;
     server.closeAllConnections();
     await app.close();
     await afterClose();

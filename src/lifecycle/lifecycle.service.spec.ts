@@ -32,4 +32,17 @@ describe('LifecycleService', () => {
     expect(early).toBe(1);
     expect(late).toBe(1);
   });
+
+  it('announces a drain without draining: readiness off first, refusals and drain listeners later', () => {
+    const l = new LifecycleService();
+    let told = 0;
+    l.onDrain(() => told++);
+    l.announceDrain();
+    expect([l.drainAnnounced, l.draining, told]).toEqual([true, false, 0]);
+    l.beginDrain();
+    expect([l.drainAnnounced, l.draining, told]).toEqual([true, true, 1]);
+    const direct = new LifecycleService();
+    direct.beginDrain();
+    expect([direct.drainAnnounced, direct.draining]).toEqual([true, true]);
+  });
 });

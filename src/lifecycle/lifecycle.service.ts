@@ -2,18 +2,32 @@ import { Injectable } from '@nestjs/common';
 import { EventEmitter } from 'node:events';
 
 /**
- * Process-wide drain state. SIGTERM flips `draining`: readiness answers 503 at once, new MCP requests are
- * refused, and long-lived streams are told to close (they subscribe to 'drain'). In-flight requests are
- * counted so shutdown can wait for them up to SHUTDOWN_GRACE_MS.
+ * Process-wide drain state, in two steps. SIGTERM first `announceDrain()`s: readiness answers 503 while
+ * requests are still served (each on a connection closed after its answer), so balancers that probe
+ * readiness, and nginx's idle upstream connections, move away before anything is refused. After
+ * SHUTDOWN_DRAIN_DELAY_MS, `beginDrain()` flips `draining`: new MCP requests are refused, long-lived streams
+ * and waits are told to end (they subscribe to 'drain'). In-flight requests are counted so shutdown can wait
+ * for them up to SHUTDOWN_GRACE_MS.
  */
 @Injectable()
 export class LifecycleService {
+  private announcedSince: number | undefined;
   private drainingSince: number | undefined;
   private inFlight = 0;
   private readonly events = new EventEmitter();
 
+  /** New requests are refused, streams and waits end. */
   get draining(): boolean {
     return this.drainingSince !== undefined;
+  }
+
+  /** Readiness is off and connections close after their answer; requests may still be served. */
+  get drainAnnounced(): boolean {
+    return this.announcedSince !== undefined;
+  }
+
+  announceDrain(): void {
+    this.announcedSince ??= Date.now();
   }
 
   get inFlightRequests(): number {
@@ -22,6 +36,7 @@ export class LifecycleService {
 
   beginDrain(): void {
     if (this.drainingSince !== undefined) return;
+    this.announceDrain();
     this.drainingSince = Date.now();
     this.events.emit('drain');
   }

@@ -18,6 +18,7 @@ import {
 
 const SCENARIO = 'SIGTERM of one instance';
 const GRACE_MS = 4000;
+const DRAIN_DELAY_MS = 1000;
 const INLINE_S = 1.5;
 
 /**
@@ -34,7 +35,11 @@ describe('chaos: SIGTERM on one of two instances', () => {
     db = await createTestDatabase('chaos_sigterm');
     servers = await startInstances(
       2,
-      chaosEnv(db.url, { SHUTDOWN_GRACE_MS: String(GRACE_MS), TASK_LEASE_MS: '30000' }),
+      chaosEnv(db.url, {
+        SHUTDOWN_GRACE_MS: String(GRACE_MS),
+        SHUTDOWN_DRAIN_DELAY_MS: String(DRAIN_DELAY_MS),
+        TASK_LEASE_MS: '30000',
+      }),
     );
   });
   afterAll(async () => {
@@ -71,15 +76,23 @@ describe('chaos: SIGTERM on one of two instances', () => {
         arguments: { seconds: INLINE_S, label: `inline${i}` },
       }),
     );
+    // A blocking tasks/result on the leaving instance for a task that outlives the grace period.
+    const waiting = legacyCall(urlL, clients[1].sessionId, 'tasks/result', { taskId: long[1].taskId });
     await sleep(300);
 
     const signalledAt = Date.now();
     leaving.proc.kill('SIGTERM');
     await sleep(100);
+    // Readiness is off, but a request that still arrives during the drain delay is served...
+    const ready = await fetch(`${leaving.baseUrl}/health/ready`).then((r) => r.status);
+    const served = await legacyCall(urlL, clients[0].sessionId, 'ping', {});
+    await sleep(DRAIN_DELAY_MS);
+    // ...and after it, the instance no longer takes connections (or refuses on one still open).
     const refused = await legacyCall(urlL, clients[0].sessionId, 'ping', {});
     const exitCode = await Promise.race([leaving.exited, sleep(GRACE_MS + 15000, 'timeout', { ref: false })]);
     const exitedMs = Date.now() - signalledAt;
     const answers = await Promise.all(inline);
+    const waited = await waiting;
     streamsUrl = urlS;
 
     // Everything after is served by the other instance.
@@ -130,7 +143,10 @@ describe('chaos: SIGTERM on one of two instances', () => {
     figure(SCENARIO, 'grace', GRACE_MS, 'ms');
     figure(SCENARIO, 'process exit code', String(exitCode));
     figure(SCENARIO, 'exited after the signal', exitedMs, 'ms');
-    figure(SCENARIO, 'new request while draining', refused.status);
+    figure(SCENARIO, 'drain delay', DRAIN_DELAY_MS, 'ms');
+    figure(SCENARIO, 'readiness during the drain delay', ready);
+    figure(SCENARIO, 'new request during the drain delay', served.status);
+    figure(SCENARIO, 'new request after the drain delay', refused.status || refused.error || '');
     figure(
       SCENARIO,
       'in-flight inline calls: answered / failed with an error / no answer',
@@ -145,12 +161,28 @@ describe('chaos: SIGTERM on one of two instances', () => {
         .join('; '),
     );
     figure(SCENARIO, 'results lost (short tasks finished within the grace)', shortLost);
+    figure(
+      SCENARIO,
+      'blocking tasks/result at the drain',
+      `${waited.status} ${waited.response?.error?.message ?? waited.error ?? ''}`,
+    );
     figure(SCENARIO, 'streams reopened on the other instance', feeds.map((f) => f.reopened).join(', '));
     figure(SCENARIO, 'notifications lost', lostNotifications, missed.length ? JSON.stringify(missed) : '');
 
     if (exitCode !== 0) throw new Error(`exit ${exitCode}; log:\n${tail(leaving)}`);
-    expect(refused.status).toBe(503);
+    expect(ready).toBe(503);
+    expect(served.status).toBe(200);
+    expect(served.response).toEqual(expect.objectContaining({ result: {} }));
+    // 0: connection refused (nothing sent, so a balancer retries it anywhere); 503 on a connection kept open.
+    expect([0, 503]).toContain(refused.status);
     expect(inlineSilent).toBe(0);
+    // The wait ends with an answer to repeat (elsewhere), not a connection cut at the end of the grace.
+    expect(waited.status).toBe(200);
+    expect(waited.response.error).toEqual({
+      code: -32000,
+      message: 'The server is restarting and the task is still running; call tasks/result again',
+      data: { taskId: long[1].taskId, status: 'working' },
+    });
     for (const [i, a] of answers.entries()) {
       if (a.response?.result) {
         expect(a.response.result.content).toEqual([

@@ -8,7 +8,7 @@ import { DEPLOY_DIR } from './deploy-files.js';
 
 export interface Nginx {
   baseUrl: string;
-  /** Upstream address of every request so far, in order (from the access log). */
+  /** Upstream address of every request so far, in order (from the access log); "a, b" after a retry. */
   upstreams(): Promise<{ upstream: string; method: string; uri: string; status: number }[]>;
   output(): string;
   stop(): Promise<void>;
@@ -35,8 +35,22 @@ async function freePort(): Promise<number> {
 }
 
 /**
+ * The directives of the shipped upstream block (deploy/nginx/nginx.conf) other than its `server` lines: the
+ * keep-alive pool and its idle timeout, which the drain of an instance relies on.
+ */
+export async function shippedUpstreamSettings(): Promise<string[]> {
+  const conf = await readFile(join(DEPLOY_DIR, 'nginx', 'nginx.conf'), 'utf8');
+  const block = /upstream mcp_servers \{([^}]*)\}/.exec(conf)?.[1];
+  if (!block) throw new Error('deploy/nginx/nginx.conf has no upstream mcp_servers block');
+  return block
+    .split('\n')
+    .map((l) => l.replace(/#.*/, '').trim())
+    .filter((l) => l !== '' && !l.startsWith('server '));
+}
+
+/**
  * Starts a real nginx on loopback in front of `upstreams` (host:port), with the committed
- * deploy/nginx/mcp-proxy.conf. Everything it writes (pid, logs, temp files) stays in its own temp dir.
+ * deploy/nginx/mcp-proxy.conf and the shipped upstream settings. Everything it writes (pid, logs, temp files) stays in its own temp dir.
  */
 export async function startNginx(upstreams: string[]): Promise<Nginx> {
   const dir = await mkdtemp(join(tmpdir(), 'mcp-nginx-'));
@@ -49,7 +63,7 @@ error_log ${dir}/error.log warn;
 ${process.getuid?.() === 0 ? 'user root;' : ''}
 events { worker_connections 256; }
 http {
-  log_format upstreams '$upstream_addr $request_method $request_uri $status';
+  log_format upstreams '$request_method $request_uri $status $upstream_addr';
   access_log ${dir}/access.log upstreams;
   client_body_temp_path ${dir}/client_body;
   proxy_temp_path ${dir}/proxy;
@@ -58,7 +72,7 @@ http {
   scgi_temp_path ${dir}/scgi;
   upstream mcp_servers {
 ${upstreams.map((u) => `    server ${u};`).join('\n')}
-    keepalive 16;
+${(await shippedUpstreamSettings()).map((l) => `    ${l}`).join('\n')}
   }
   server {
     listen 127.0.0.1:${port};
@@ -116,8 +130,9 @@ ${upstreams.map((u) => `    server ${u};`).join('\n')}
         .split('\n')
         .filter((l) => l.trim() !== '')
         .map((l) => {
-          const [upstream, method, uri, status] = l.split(' ');
-          return { upstream, method, uri, status: Number(status) };
+          // Last, since it may list several addresses ("a, b") when nginx tried another instance.
+          const [method, uri, status, ...upstream] = l.split(' ');
+          return { upstream: upstream.join(' '), method, uri, status: Number(status) };
         });
     },
   };
