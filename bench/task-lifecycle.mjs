@@ -4,6 +4,9 @@
 //   npm run build
 //   DATABASE_URL=postgres://user@host:5432/postgres node bench/task-lifecycle.mjs [tasks] [concurrency]
 //
+// DB_PREPARED_STATEMENTS=named|unnamed compares the two statement modes (unnamed: what a transaction-mode
+// pooler without prepared statement tracking gets); FINISHED_TASK_CACHE_MAX=0 makes every read a query.
+//
 // A scratch database is created next to the one named in DATABASE_URL and dropped afterwards.
 import { NestFactory } from '@nestjs/core';
 import { randomBytes } from 'node:crypto';
@@ -40,6 +43,10 @@ const config = loadConfig({
   TASK_MAX_PER_OWNER: '1000000',
   TASK_MAX_TOTAL: '100000000',
   DB_POOL_MAX: String(Math.max(10, CONCURRENCY + 4)),
+  DB_PREPARED_STATEMENTS: process.env.DB_PREPARED_STATEMENTS ?? 'auto',
+  ...(process.env.FINISHED_TASK_CACHE_MAX
+    ? { FINISHED_TASK_CACHE_MAX: process.env.FINISHED_TASK_CACHE_MAX }
+    : {}),
 });
 const app = await NestFactory.createApplicationContext(AppModule.forRoot(config), {
   logger: ['error', 'warn'],

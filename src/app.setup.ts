@@ -44,11 +44,11 @@ function sendEdgeError(
  * would be the one a balancer picks for its next request just as this instance closes it.
  */
 function closeWhenDraining(lifecycle: LifecycleService, req: Request, res: Response): void {
-  const writeHead = res.writeHead as (...args: unknown[]) => Response;
-  res.writeHead = function (this: Response, ...args: unknown[]): Response {
-    if (lifecycle.drainAnnounced && !this.headersSent) this.setHeader('Connection', 'close');
-    return writeHead.apply(this, args);
-  } as Response['writeHead'];
+  const writeHead = res.writeHead.bind(res) as (...args: unknown[]) => Response;
+  res.writeHead = ((...args: unknown[]): Response => {
+    if (lifecycle.drainAnnounced && !res.headersSent) res.setHeader('Connection', 'close');
+    return writeHead(...args);
+  }) as Response['writeHead'];
   res.once('finish', () => {
     if (lifecycle.drainAnnounced) req.socket.end();
   });

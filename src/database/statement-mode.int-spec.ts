@@ -48,8 +48,8 @@ describe('prepared statement mode', () => {
   const sources: DataSource[] = [];
   const logs: string[] = [];
 
-  async function open(url: string): Promise<DataSource> {
-    const ds = new DataSource(buildDataSourceOptions({ url, poolMax: 10 }));
+  async function open(url: string, poolMax = 10): Promise<DataSource> {
+    const ds = new DataSource(buildDataSourceOptions({ url, poolMax }));
     await ds.initialize();
     sources.push(ds);
     return ds;
@@ -90,6 +90,17 @@ describe('prepared statement mode', () => {
     expect(await burst(ds)).toEqual([]);
     expect(statementMode(poolOf(ds))).toBe('unnamed');
     expect(logs).toEqual([expect.stringMatching(/^prepared statements: unnamed from now on/)]);
+  });
+
+  it('does not probe with a pool of one (it would wait for itself) and still switches at run time', async () => {
+    const ds = await open(bouncer.url, 1);
+    expect(await initStatementMode(poolOf(ds), 'auto', (m) => logs.push(m))).toBe('named');
+    expect(logs).toEqual(['prepared statements: named (auto: not probed with a pool of one)']);
+    // One connection, so the mismatch needs another client of the pooler to move its server connection.
+    const other = await open(bouncer.url, 4);
+    configureStatementMode(poolOf(other), 'unnamed', () => undefined);
+    const errors = (await Promise.all([burst(ds), burst(other)])).flat();
+    expect(errors).toEqual([]);
   });
 
   it('forced named behind the pooler fails, as a fault a retry can cure', async () => {

@@ -11,8 +11,8 @@ import type { PreparedStatement } from './prepared-query.js';
  * transaction is looked for on whatever server connection the next transaction gets, and is not there.
  */
 export type StatementMode = 'named' | 'unnamed';
-/** `auto` (StatementModeSetting): named until the pool shows it cannot keep them (boot probe, or the first
- * mismatch at run time). */
+// `auto` (StatementModeSetting) is named until the pool shows it cannot keep them: the boot probe, or the
+// first mismatch at run time.
 
 interface ModeState {
   mode: StatementMode;
@@ -103,6 +103,8 @@ export async function probeStatementMode(pool: pg.Pool): Promise<ProbeOutcome> {
   // The same name and text on every instance: a server connection that has it from another client runs the
   // same statement, and a pooler mixing them shows as 42P05 (already exists) just as well as 26000.
   const probe: pg.QueryConfig = { name: 'mcp_probe_backend_pid', text: 'SELECT pg_backend_pid() AS pid' };
+  // Two connections at once: a pool of one would wait for itself.
+  if ((pool.options.max ?? 10) < 2) return { mode: 'named', reason: 'not probed with a pool of one' };
   const pidOf = async (c: pg.PoolClient, q: pg.QueryConfig | string): Promise<number> =>
     (await c.query<{ pid: number }>(q)).rows[0].pid;
   const first = await pool.connect();

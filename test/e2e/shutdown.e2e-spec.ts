@@ -12,11 +12,12 @@ describe('graceful shutdown', () => {
     await db.drop();
   });
 
-  it('lets an in-flight call finish, refuses new MCP requests and turns readiness 503 while draining', async () => {
+  it('turns readiness 503 at once, serves through the drain delay, then refuses and lets an in-flight call finish', async () => {
     const server = await startServer({
       DATABASE_URL: db.url,
       MCP_CONFORMANCE_FIXTURES: 'true',
       SHUTDOWN_GRACE_MS: '10000',
+      SHUTDOWN_DRAIN_DELAY_MS: '1000',
     });
     const url = `${server.baseUrl}/mcp`;
     const session = await openSession(url);
@@ -39,9 +40,18 @@ describe('graceful shutdown', () => {
     const ready = await fetch(`${server.baseUrl}/health/ready`);
     expect(ready.status).toBe(503);
     expect(((await ready.json()) as any).checks.shutdown.status).toBe('down');
-    const refused = await rpc(url, { jsonrpc: '2.0', id: 8, method: 'ping' }, sessionHeaders(session));
-    expect(refused.status).toBe(503);
-    expect(refused.json.error.code).toBe(-32000);
+    // Still served during the delay, on a connection closed after the answer.
+    const served = await rpc(url, { jsonrpc: '2.0', id: 8, method: 'ping' }, sessionHeaders(session));
+    expect(served.status).toBe(200);
+    expect(served.headers.get('connection')).toBe('close');
+    expect(responseOf(served)).toEqual({ jsonrpc: '2.0', id: 8, result: {} });
+    // After it, the instance takes no new connection: nothing is sent, so a balancer retries it anywhere.
+    await new Promise((r) => setTimeout(r, 1000));
+    const refused = await rpc(url, { jsonrpc: '2.0', id: 9, method: 'ping' }, sessionHeaders(session)).then(
+      (a) => a.status,
+      (err: unknown) => (err as { cause?: { code?: string } }).cause?.code ?? String(err),
+    );
+    expect(refused).toBe('ECONNREFUSED');
 
     const answer = await inFlight;
     expect(answer.status).toBe(200);
@@ -56,6 +66,7 @@ describe('graceful shutdown', () => {
       DATABASE_URL: db.url,
       MCP_CONFORMANCE_FIXTURES: 'true',
       SHUTDOWN_GRACE_MS: '500',
+      SHUTDOWN_DRAIN_DELAY_MS: '0',
     });
     const url = `${server.baseUrl}/mcp`;
     const session = await openSession(url);
@@ -63,7 +74,7 @@ describe('graceful shutdown', () => {
       url,
       {
         jsonrpc: '2.0',
-        id: 9,
+        id: 10,
         method: 'tools/call',
         params: { name: 'slow_compute', arguments: { seconds: 30 } },
       },
