@@ -131,6 +131,7 @@ export async function runTasksCommand(args: string[], s: CliServices, io: CliIo)
         io.err(`no task with id ${id}`);
         return ExitCode.FAILED;
       }
+      if (res.applied) await s.countCancelled(found);
       if (json) io.out(JSON.stringify({ cancelled: res.applied, task: { id, status: res.task.status } }));
       if (!res.applied) {
         io.err(`task ${id} is already ${res.task.status}; nothing to cancel`);

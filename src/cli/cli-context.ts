@@ -20,6 +20,7 @@ import { TaskMetrics } from '../tasks/task-metrics.service.js';
 import { announceSessionEnd } from '../sessions/session-end-announcer.js';
 import { TasksAdminRepository } from '../tasks/tasks-admin.repository.js';
 import { TasksRepository } from '../tasks/tasks.repository.js';
+import { TASK_COUNTED_ELSEWHERE_CHANNEL } from '../tasks/tasks.service.js';
 
 /** The server's own repositories and services, as the admin commands use them. */
 export interface CliServices {
@@ -30,6 +31,16 @@ export interface CliServices {
   /** Ends a session and waits until every running instance dropped it (see SessionsService.end). */
   endSession(id: string): Promise<void>;
   sessionsAdmin: SessionsAdminRepository;
+  /**
+   * Has a live server instance count a cancel made here in its mcp_tasks_finished_total (the CLI has no
+   * /metrics): the instance that ran the task if it is alive, else the first live one. Returns its id, or
+   * undefined when no instance is alive (then nobody counts it).
+   */
+  countCancelled(task: {
+    toolName: string;
+    createdAt: Date;
+    instanceId: string | null;
+  }): Promise<string | undefined>;
   instancesAdmin: InstancesAdminRepository;
   janitor: JanitorService;
   apiKeys: ApiKeysService;
@@ -71,6 +82,18 @@ export function buildCliServices(ds: DataSource, config: AppConfig): CliServices
       );
     },
     sessionsAdmin: new SessionsAdminRepository(ds),
+    countCancelled: async (task) => {
+      const live = (await instances.otherLiveInstanceIds()).sort();
+      const countedBy = task.instanceId && live.includes(task.instanceId) ? task.instanceId : live[0];
+      if (!countedBy) return undefined;
+      await bus.publish(TASK_COUNTED_ELSEWHERE_CHANNEL, {
+        countedBy,
+        toolName: task.toolName,
+        createdAt: task.createdAt.toISOString(),
+        status: 'cancelled',
+      });
+      return countedBy;
+    },
     instancesAdmin: new InstancesAdminRepository(ds),
     janitor: new JanitorService(
       tasks,

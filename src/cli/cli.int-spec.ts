@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { PgBusService } from '../bus/pg-bus.service.js';
 import { InstancesService } from '../instances/instances.service.js';
+import { MetricsService } from '../metrics/metrics.service.js';
 import { SessionsRepository } from '../sessions/sessions.repository.js';
 import { SessionsService } from '../sessions/sessions.service.js';
 import { TASK_CHANNEL, TasksRepository } from '../tasks/tasks.repository.js';
@@ -166,6 +167,26 @@ describe('admin CLI (real PostgreSQL, beside a running server)', () => {
       expect(
         (await cli('tasks', 'list', '--owner', 'owner-e', '--status', 'cancelled', '--json')).out,
       ).toContain(id);
+    });
+
+    it('a cancel made here is counted once in mcp_tasks_finished_total, by the instance that ran the task', async () => {
+      const registry = app.get(MetricsService).registry;
+      const cancelled = async (): Promise<number> => {
+        const m = await registry.getSingleMetric('mcp_tasks_finished_total')!.get();
+        return (
+          m.values.find((v) => v.labels.tool === 'tool_count' && v.labels.status === 'cancelled')?.value ?? 0
+        );
+      };
+      const id = await newTask('owner-f', 'tool_count');
+      expect(await cancelled()).toBe(0);
+      expect((await cli('tasks', 'cancel', id)).code).toBe(0);
+      const t0 = Date.now();
+      while ((await cancelled()) === 0 && Date.now() - t0 < 5000) await new Promise((r) => setTimeout(r, 20));
+      expect(await cancelled()).toBe(1);
+      // A cancel that did not apply counts nothing.
+      expect((await cli('tasks', 'cancel', id)).code).toBe(3);
+      await new Promise((r) => setTimeout(r, 200));
+      expect(await cancelled()).toBe(1);
     });
 
     it('many parallel cancels of one task: exactly one applies', async () => {

@@ -76,8 +76,14 @@ export class HealthService {
     // Readiness as the probes see it: the flapping alert counts changes, the dashboard shows the state.
     this.readyGauge = new Gauge({
       name: 'mcp_ready',
-      help: 'Result of the last readiness check on this instance (1 ready, 0 not; -1 before the first check).',
+      help: 'Readiness of this instance as of this scrape (1 ready, 0 not); every scrape runs the readiness check.',
       registers: [metrics.registry],
+      // Evaluated at scrape, not only when a probe happens to come: an instance nobody probes (taken out of
+      // the load balancer, a probe misconfigured) still reports its state. The database part is shared with
+      // the probes (one check per READINESS_CACHE_MS).
+      collect: async () => {
+        await this.readiness();
+      },
     });
     this.readyGauge.set(-1);
     this.readyChanges = new Counter({

@@ -84,6 +84,10 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
       help: 'Worker-lost steps the janitor postponed because this instance saw a database failure less than TASK_LEASE_MS ago.',
       registers,
     });
+    // Every result and action exists at 0 from boot, so increase() sees the first one.
+    for (const result of ['ok', 'skipped', 'error']) this.runs.inc({ result }, 0);
+    for (const action of ['expire', 'lease_lapsed', 'instance_gone', 'delete'])
+      this.rowsTotal.inc({ action }, 0);
     const { repo: tasks, config: settings, logger } = this;
     new Gauge({
       name: 'mcp_janitor_lag_seconds',
@@ -96,6 +100,9 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
           this.set({ step: 'expire' }, lag.expire);
           this.set({ step: 'delete' }, lag.delete);
         } catch (err) {
+          // No reading, no series: a value kept from before the outage would look current. Prometheus marks
+          // the vanished series stale.
+          this.reset();
           logger.warn(`mcp_janitor_lag_seconds: ${err instanceof Error ? err.message : String(err)}`);
         }
       },

@@ -1,11 +1,19 @@
-import { Injectable, Logger } from '@nestjs/common';
+import { Injectable, Logger, Optional, type OnModuleInit } from '@nestjs/common';
 import { Counter, Gauge, Histogram } from 'prom-client';
 import { MetricsService } from '../metrics/metrics.service.js';
+import { ToolRegistry } from '../tool-dispatch/tool-registry.service.js';
 import { TasksRepository } from './tasks.repository.js';
 
 export type FinishedStatus = 'completed' | 'failed' | 'cancelled' | 'expired';
 export type CreationMode = 'immediate' | 'escalated';
 export type RescueOutcome = 'failed_lease_lapsed' | 'failed_instance_gone';
+
+const FINISHED_STATUSES: readonly FinishedStatus[] = ['completed', 'failed', 'cancelled', 'expired'];
+const CREATION_MODES: readonly CreationMode[] = ['immediate', 'escalated'];
+const RESCUE_OUTCOMES: readonly RescueOutcome[] = ['failed_lease_lapsed', 'failed_instance_gone'];
+/** The final worker writes (task-runner.service.ts WriteOp). */
+const WRITE_OPS = ['complete', 'fail', 'park'] as const;
+const COMMIT_GROUP_KINDS = ['create', 'finish'] as const;
 
 /**
  * Task metrics (operations.md §4d). Labels are bounded: tool names come from the server's own registry,
@@ -13,7 +21,7 @@ export type RescueOutcome = 'failed_lease_lapsed' | 'failed_instance_gone';
  * scrape time, so every instance reports the same, true number instead of its own in-process guess.
  */
 @Injectable()
-export class TaskMetrics {
+export class TaskMetrics implements OnModuleInit {
   private readonly logger = new Logger(TaskMetrics.name);
   private readonly created: Counter<'tool' | 'mode'>;
   private readonly finished: Counter<'tool' | 'status'>;
@@ -23,7 +31,12 @@ export class TaskMetrics {
   private readonly writeFailures: Counter<'op'>;
   private readonly writeRetries: Counter<'op'>;
 
-  constructor(metrics: MetricsService, repo: TasksRepository) {
+  constructor(
+    metrics: MetricsService,
+    repo: TasksRepository,
+    // Absent where no tools are registered (the admin CLI builds this class by hand).
+    @Optional() private readonly tools?: ToolRegistry,
+  ) {
     const registers = [metrics.registry];
     this.created = new Counter({
       name: 'mcp_tasks_created_total',
@@ -81,6 +94,14 @@ export class TaskMetrics {
       labelNames: ['kind'] as const,
       registers,
     });
+    // Every known label value exists at 0 from boot (the tool names once the registry is built, see
+    // onModuleInit): increase() and rate() only see a change between two samples, so a counter whose first
+    // sample is already 2 (the rescues of a restarting instance) would otherwise never count.
+    for (const op of WRITE_OPS) {
+      this.writeFailures.inc({ op }, 0);
+      this.writeRetries.inc({ op }, 0);
+    }
+    for (const kind of COMMIT_GROUP_KINDS) groupFallbacks.inc({ kind }, 0);
     repo.onCommitGroup((kind, size, fellBack) => {
       groupSize.observe({ kind }, size);
       if (fellBack) groupFallbacks.inc({ kind });
@@ -96,10 +117,30 @@ export class TaskMetrics {
           const counts = await repo.countLiveByStatus();
           for (const [status, n] of Object.entries(counts)) this.set({ status }, n);
         } catch (err) {
+          // No reading, no series (Prometheus marks it stale) rather than the last count from before.
+          this.reset();
           logger.warn(`mcp_tasks_active: ${err instanceof Error ? err.message : String(err)}`);
         }
       },
     });
+  }
+
+  /** Runs after the tool registry's own onModuleInit (TasksModule imports ToolDispatchModule). */
+  onModuleInit(): void {
+    this.knownTools((this.tools?.listTools() ?? []).map((t) => t.name));
+  }
+
+  /** Creates each tool's series at 0, before the janitor's startup recovery can count anything. */
+  knownTools(names: readonly string[]): void {
+    for (const tool of names) {
+      for (const mode of CREATION_MODES) this.created.inc({ tool, mode }, 0);
+      for (const status of FINISHED_STATUSES) {
+        this.finished.inc({ tool, status }, 0);
+        this.duration.zero({ tool, status });
+      }
+      this.stale.inc({ tool }, 0);
+      for (const outcome of RESCUE_OUTCOMES) this.rescues.inc({ tool, outcome }, 0);
+    }
   }
 
   taskCreated(tool: string, mode: CreationMode): void {

@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { InstancesModule } from '../instances/instances.module.js';
+import { ToolDispatchModule } from '../tool-dispatch/tool-dispatch.module.js';
 import { TaskMetrics } from './task-metrics.service.js';
 import { TaskRunnerService } from './task-runner.service.js';
 import { TasksRepository } from './tasks.repository.js';
@@ -11,7 +12,8 @@ import { TasksService } from './tasks.service.js';
  * The pure decision function itself is `decideExecution` in execution-decision.ts.
  */
 @Module({
-  imports: [InstancesModule],
+  // The tool registry: the task metrics create every tool's series at 0 at boot.
+  imports: [InstancesModule, ToolDispatchModule],
   providers: [TasksRepository, TaskMetrics, TaskRunnerService, TasksService],
   exports: [TasksRepository, TaskMetrics, TaskRunnerService, TasksService],
 })

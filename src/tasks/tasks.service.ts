@@ -104,11 +104,19 @@ async function settledWithin<T>(p: Promise<T>, ms: number): Promise<T | undefine
  * The task registry's domain API, which the protocol layer calls for both eras. It speaks TaskSnapshot and
  * TaskError, never JSON-RPC: rendering and error mapping belong to the protocol layer.
  */
+/**
+ * A task finished by a process that has no /metrics of its own (the admin CLI's cancel): that process names
+ * one live server instance (`countedBy`), which counts it in mcp_tasks_finished_total, so every terminal
+ * transition is counted once, somewhere.
+ */
+export const TASK_COUNTED_ELSEWHERE_CHANNEL = 'mcp_task_finished_uncounted';
+
 @Injectable()
 export class TasksService implements OnModuleInit, OnApplicationShutdown {
   private readonly waiters = new Map<string, Set<() => void>>();
   private offBus: (() => void) | undefined;
   private offResync: (() => void) | undefined;
+  private offCounted: (() => void) | undefined;
   /** Finished tasks as their owners last read them, until their ttl (they never change before then). */
   private readonly finished: FinishedTaskCache;
 
@@ -130,11 +138,17 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     this.offResync = this.bus.onResync(() => {
       for (const id of [...this.waiters.keys()]) this.wake(id);
     });
+    this.offCounted = this.bus.subscribe(TASK_COUNTED_ELSEWHERE_CHANNEL, (p) => {
+      if (p.countedBy !== this.instances.instanceId || typeof p.toolName !== 'string') return;
+      if (p.status !== 'cancelled' || typeof p.createdAt !== 'string') return;
+      this.metrics.taskFinished({ toolName: p.toolName, createdAt: new Date(p.createdAt) }, 'cancelled');
+    });
   }
 
   onApplicationShutdown(): void {
     this.offBus?.();
     this.offResync?.();
+    this.offCounted?.();
   }
 
   /** How a tools/call runs (see execution-decision.ts), with the configured inline window. */
