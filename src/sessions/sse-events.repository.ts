@@ -12,6 +12,17 @@ export interface LoggedEvent {
   createdAt: Date;
 }
 
+export type ResumePoint =
+  | { issued: false }
+  | {
+      issued: true;
+      lastSeq: string;
+      firstAfter: string | null;
+      ended: boolean;
+      /** Events after the resume point that are no longer logged (the client never saw them). */
+      missed: number;
+    };
+
 /** Logs one event, numbered by the stream's counter row bumped in the same statement ($1 session, $2 stream). */
 const APPEND_EVENT = `WITH counter AS (
     INSERT INTO mcp_sse_stream (session_id, stream_id, last_seq) VALUES ($1, $2, 1)
@@ -80,17 +91,42 @@ export class SseEventsRepository {
     }));
   }
 
-  async streamHasEvent(sessionId: string, streamId: string, seq: string): Promise<boolean> {
-    return this.repo.existsBy({ sessionId, streamId, seq });
-  }
-
-  /** Whether a request stream's final event (its response) is at or before `seq`: nothing more will follow. */
-  async streamEndedBy(sessionId: string, streamId: string, seq: string): Promise<boolean> {
-    const rows = await this.repo.query<unknown[]>(
-      'SELECT 1 FROM mcp_sse_event WHERE session_id = $1 AND stream_id = $2 AND final AND seq <= $3 LIMIT 1',
+  /**
+   * Where a resume after `seq` stands, judged by the stream's counter (which outlives pruned events) rather
+   * than by the named event's row: `issued` says the stream numbered that far, `firstAfter` is the oldest event
+   * still logged after it, `ended` that a request stream's final event is at or before it. Events are removed
+   * oldest first (retention, age), so while the named event is logged everything after it is too (this also
+   * covers streams numbered from the old global sequence, whose seqs have gaps); once it is gone, the events
+   * after it are complete only if the oldest one left is the very next number.
+   */
+  async resumePoint(sessionId: string, streamId: string, seq: string): Promise<ResumePoint> {
+    const [row] = await this.repo.query<
+      { last_seq: string; first_after: string | null; ended: boolean; named: boolean }[]
+    >(
+      `SELECT s.last_seq,
+              EXISTS (SELECT 1 FROM mcp_sse_event e
+                WHERE e.session_id = $1 AND e.stream_id = $2 AND e.seq = $3) AS named,
+              (SELECT min(e.seq) FROM mcp_sse_event e
+                WHERE e.session_id = $1 AND e.stream_id = $2 AND e.seq > $3) AS first_after,
+              EXISTS (SELECT 1 FROM mcp_sse_event e
+                WHERE e.session_id = $1 AND e.stream_id = $2 AND e.final AND e.seq <= $3) AS ended
+         FROM mcp_sse_stream s WHERE s.session_id = $1 AND s.stream_id = $2`,
       [sessionId, streamId, seq],
     );
-    return rows.length > 0;
+    if (!row || BigInt(row.last_seq) < BigInt(seq)) return { issued: false };
+    const lastSeq = String(row.last_seq);
+    const firstAfter = row.first_after === null ? null : String(row.first_after);
+    const next = BigInt(seq) + 1n;
+    // Missed: the stream went on after `seq`, but the event right after it is no longer logged.
+    const missed =
+      !row.named && BigInt(lastSeq) > BigInt(seq) && (firstAfter === null || BigInt(firstAfter) > next)
+        ? (firstAfter === null ? BigInt(lastSeq) : BigInt(firstAfter) - 1n) - BigInt(seq)
+        : 0n;
+    return { issued: true, lastSeq, firstAfter, ended: row.ended, missed: Number(missed) };
+  }
+
+  async streamHasEvent(sessionId: string, streamId: string, seq: string): Promise<boolean> {
+    return this.repo.existsBy({ sessionId, streamId, seq });
   }
 
   /** Keeps the newest `keep` events of a stream. */
