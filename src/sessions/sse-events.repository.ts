@@ -32,6 +32,16 @@ const APPEND_EVENT = `WITH counter AS (
   SELECT $1, $2, counter.last_seq, $3::jsonb, $4::boolean FROM counter
   RETURNING seq`;
 
+/**
+ * APPEND_EVENT for the outbox: only while the session row exists. The check takes no lock (it must not make a
+ * task commit wait for the sweep), so an append racing the session's deletion can still leave a counter row;
+ * deleteOrphanCounters sweeps those.
+ */
+const APPEND_EVENT_IF_SESSION = APPEND_EVENT.replace(
+  'VALUES ($1, $2, 1)',
+  'SELECT $1, $2, 1 WHERE EXISTS (SELECT 1 FROM mcp_session WHERE id = $1)',
+);
+
 @Injectable()
 export class SseEventsRepository {
   constructor(@InjectRepository(SseEvent) private readonly repo: Repository<SseEvent>) {}
@@ -60,10 +70,12 @@ export class SseEventsRepository {
 
   /**
    * The same append as an outbox row of `tx`, written in its COMMIT's round trip: the event exists exactly
-   * when the transaction commits, numbered by the counter row it locks then. Its seq is not returned.
+   * when the transaction commits, numbered by the counter row it locks then. Its seq is not returned. A task
+   * outlives its session: once the session row is deleted nothing is logged (nobody can resume it), so no
+   * counter row is made again for a session no sweep would look at.
    */
   appendAtCommit(tx: SqlTx, sessionId: string, streamId: string, payload: Record<string, unknown>): void {
-    tx.atCommit(APPEND_EVENT, [sessionId, streamId, JSON.stringify(payload), false]);
+    tx.atCommit(APPEND_EVENT_IF_SESSION, [sessionId, streamId, JSON.stringify(payload), false]);
   }
 
   async readAfter(
@@ -145,6 +157,29 @@ export class SseEventsRepository {
       .where('created_at < :cutoff', { cutoff })
       .execute();
     return res.affected ?? 0;
+  }
+
+  /**
+   * Deletes stream counters (and any events) whose session row is gone: left by an outbox append that raced
+   * the session's deletion. At most `limit` per call; returns how many counters went.
+   */
+  async deleteOrphanCounters(limit = 1000): Promise<number> {
+    const rows = await this.repo.query<[{ session_id: string }[], number]>(
+      `DELETE FROM mcp_sse_stream WHERE (session_id, stream_id) IN (
+         SELECT s.session_id, s.stream_id FROM mcp_sse_stream s
+          WHERE NOT EXISTS (SELECT 1 FROM mcp_session m WHERE m.id = s.session_id) LIMIT $1)
+       RETURNING session_id`,
+      [limit],
+    );
+    const ids = [...new Set(rows[0].map((r) => r.session_id))];
+    if (ids.length > 0) {
+      await this.repo.query(
+        `DELETE FROM mcp_sse_event e WHERE e.session_id = ANY($1::text[])
+            AND NOT EXISTS (SELECT 1 FROM mcp_session m WHERE m.id = e.session_id)`,
+        [ids],
+      );
+    }
+    return rows[0].length;
   }
 
   /** Deletes the events and the stream counters of sessions that are gone for good. */
