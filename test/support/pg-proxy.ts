@@ -11,6 +11,7 @@ export class PgProxy {
   private readonly conns = new Set<ProxiedConnection>();
   private refusing: ((app: string) => boolean) | undefined;
   private stallOnQuery: ((app: string) => boolean) | undefined;
+  private cutOnSql: { match: (app: string, sql: string) => boolean; done: (sql: string) => void } | undefined;
   /** Every connection accepted so far, by application_name (refused ones too). */
   readonly accepted: string[] = [];
 
@@ -44,6 +45,23 @@ export class PgProxy {
   /** Matching connections go silent at their next simple query, as if the network died under them. */
   stallAtNextQuery(match: ((app: string) => boolean) | undefined): void {
     this.stallOnQuery = match;
+  }
+
+  /**
+   * Cuts the first connection, live or new, that sends a statement (simple query or Parse) for which
+   * `match(application_name, sql)` holds, just before the statement reaches PostgreSQL: a fault at one exact
+   * step (the NOTIFY after an append, say). Once only; resolves with the statement's text.
+   */
+  cutAtStatement(match: (app: string, sql: string) => boolean): Promise<string> {
+    return new Promise((resolve) => {
+      this.cutOnSql = {
+        match,
+        done: (sql) => {
+          this.cutOnSql = undefined;
+          resolve(sql);
+        },
+      };
+    });
   }
 
   /** Black-holes the live matching connections both ways without closing them (a half-open link). */
@@ -104,7 +122,12 @@ export class PgProxy {
         return;
       }
       const upstream = net.connect(this.targetPort, this.targetHost);
-      const conn = new ProxiedConnection(client, upstream, app, this.stallOnQuery?.(app) ?? false);
+      const conn = new ProxiedConnection(client, upstream, app, this.stallOnQuery?.(app) ?? false, (sql) => {
+        const armed = this.cutOnSql;
+        if (!armed?.match(app, sql)) return false;
+        armed.done(sql);
+        return true;
+      });
       this.conns.add(conn);
       conn.onClose(() => this.conns.delete(conn));
       conn.start(head);
@@ -124,6 +147,8 @@ class ProxiedConnection {
     private readonly upstream: net.Socket,
     readonly app: string,
     private readonly stallOnQuery: boolean,
+    /** Sees each statement's text before it is forwarded; true cuts the connection instead. */
+    private readonly cutBefore: (sql: string) => boolean,
   ) {}
 
   start(startup: Buffer): void {
@@ -151,13 +176,12 @@ class ProxiedConnection {
     this.upstream.destroy();
   }
 
-  /** Frames client messages, so "stall at the next query" happens exactly before a 'Q' reaches the server. */
+  /**
+   * Frames client messages, so that "stall at the next query" happens exactly before a 'Q' reaches the server
+   * and a statement to cut at (a 'Q' or a Parse) never does.
+   */
   private fromClient(d: Buffer): void {
     if (this.stalled) return;
-    if (!this.stallOnQuery) {
-      this.upstream.write(d);
-      return;
-    }
     this.pending = Buffer.concat([this.pending, d]);
     for (;;) {
       const headerLen = this.afterStartup ? 5 : 4;
@@ -165,9 +189,15 @@ class ProxiedConnection {
       const len = this.afterStartup ? this.pending.readInt32BE(1) + 1 : this.pending.readInt32BE(0);
       if (this.pending.length < len) return;
       const frame = this.pending.subarray(0, len);
-      if (this.afterStartup && frame[0] === 0x51 /* 'Q' */) {
+      if (this.afterStartup && frame[0] === 0x51 /* 'Q' */ && this.stallOnQuery) {
         this.stalled = true;
         this.pending = Buffer.alloc(0);
+        return;
+      }
+      const sql = this.afterStartup ? statementText(frame) : undefined;
+      if (sql !== undefined && this.cutBefore(sql)) {
+        this.pending = Buffer.alloc(0);
+        this.destroy();
         return;
       }
       this.afterStartup = true;
@@ -175,6 +205,16 @@ class ProxiedConnection {
       this.upstream.write(frame);
     }
   }
+}
+
+/** The SQL of a simple query ('Q': text) or a Parse ('P': statement name, then text); else undefined. */
+function statementText(frame: Buffer): string | undefined {
+  if (frame[0] === 0x51) return frame.subarray(5, frame.indexOf(0, 5)).toString('utf8');
+  if (frame[0] === 0x50) {
+    const nameEnd = frame.indexOf(0, 5);
+    return frame.subarray(nameEnd + 1, frame.indexOf(0, nameEnd + 1)).toString('utf8');
+  }
+  return undefined;
 }
 
 /** application_name from a StartupMessage (int32 length, int32 version, then key\0value\0 pairs). */
