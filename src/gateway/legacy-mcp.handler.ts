@@ -25,9 +25,20 @@ import { LegacyInput } from './legacy-input.js';
 import { McpRequestExecutor } from './mcp-request.executor.js';
 import { LegacyChannel } from './response-channel.js';
 import { SseWriter } from './sse-writer.js';
-import { parseEventId, STANDALONE_STREAM, StreamHub } from './stream-hub.service.js';
+import { formatEventId, parseEventId, STANDALONE_STREAM, StreamHub } from './stream-hub.service.js';
 
 type Params = Record<string, unknown>;
+
+/** HTTP 410 for a Last-Event-ID whose following events are no longer logged (see README, SSE event order). */
+function resumeGone(lastEventId: string, missed: number): ProtocolError {
+  return new ProtocolError(
+    JSONRPC.SERVER_ERROR,
+    `Gone: ${missed} event(s) after Last-Event-ID ${lastEventId} are no longer logged; open a new stream ` +
+      'without Last-Event-ID and re-read what you track (tasks/get, tasks/list)',
+    410,
+    { lastEventId, missedEvents: missed },
+  );
+}
 type LegacyMethod = (
   params: Params,
   ctx: RequestContext & { session: McpSession },
@@ -154,11 +165,15 @@ export class LegacyMcpHandler {
     this.checkVersionHeader(req);
     const lastEventId = req.header('last-event-id');
     const resume = lastEventId ? parseEventId(lastEventId) : undefined;
-    if (resume && (await this.events.streamHasEvent(session.id, resume.streamId, resume.seq))) {
-      const writer = new SseWriter(res, this.config.SSE_KEEPALIVE_MS);
+    const point = resume && (await this.events.resumePoint(session.id, resume.streamId, resume.seq));
+    if (resume && point?.issued) {
+      // Events the client never saw have aged out (SSE_EVENT_TTL_MS, SSE_STREAM_RETENTION): replaying the
+      // rest would skip them silently, so the resume is refused and the client starts afresh.
+      if (point.missed > 0) throw resumeGone(formatEventId(resume.streamId, resume.seq), point.missed);
       const requestStream = resume.streamId !== STANDALONE_STREAM;
+      const writer = new SseWriter(res, this.config.SSE_KEEPALIVE_MS);
       // Resuming a request stream after its response: nothing will ever follow, so do not hold it open.
-      if (requestStream && (await this.events.streamEndedBy(session.id, resume.streamId, resume.seq))) {
+      if (requestStream && point.ended) {
         writer.end();
         return;
       }

@@ -13,6 +13,8 @@ export class RetryBackoff {
   private timer: NodeJS.Timeout | undefined;
   private failures = 0;
   private stopped = false;
+  /** The delay of the retry scheduled last (tests, logs). */
+  lastDelayMs = 0;
 
   constructor(
     private readonly run: () => void,
@@ -25,6 +27,7 @@ export class RetryBackoff {
     if (this.stopped || this.timer) return;
     const delay = Math.min(this.maxMs, this.firstMs * 2 ** Math.min(this.failures, 30));
     this.failures++;
+    this.lastDelayMs = delay;
     this.timer = setTimeout(() => {
       this.timer = undefined;
       if (!this.stopped) this.run();

@@ -1,4 +1,4 @@
-import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import { Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import type { SqlTx } from '../database/sql-transaction.js';
 import { PgBusService } from '../bus/pg-bus.service.js';
 import { AppConfig } from '../config/app-config.js';
@@ -11,6 +11,8 @@ import { SseStreams } from './sse-streams.service.js';
 const CHANNEL = 'mcp_stream';
 export const STANDALONE_STREAM = 'g';
 const MAX_BIGINT = 2n ** 63n - 1n;
+/** Streams remembered for a wake-up retry at most (each entry is two ids; see announce). */
+const MAX_UNANNOUNCED = 10000;
 
 /**
  * SSE event ids are `<streamId>_<seq>`: unique across the session (stream ids are unique in it, seqs in a
@@ -45,9 +47,12 @@ interface Holder {
  * on any instance by attaching a new holder after that event.
  */
 @Injectable()
-export class StreamHub implements OnModuleInit {
+export class StreamHub implements OnModuleInit, OnApplicationShutdown {
   private readonly logger = new Logger(StreamHub.name);
   private readonly holders = new Map<string, Holder>();
+  /** Streams whose events are logged but whose holder elsewhere could not be woken yet (see announce). */
+  private readonly unannounced = new Set<string>();
+  private readonly announceRetry = new RetryBackoff(() => void this.announceAgain());
 
   constructor(
     private readonly events: SseEventsRepository,
@@ -72,6 +77,10 @@ export class StreamHub implements OnModuleInit {
     });
   }
 
+  onApplicationShutdown(): void {
+    this.announceRetry.stop();
+  }
+
   /** Appends a message to a stream and wakes its holder wherever it is. Returns the event id. */
   async publish(
     sessionId: string,
@@ -82,8 +91,48 @@ export class StreamHub implements OnModuleInit {
     const seq = await this.events.append(sessionId, streamId, message, final);
     this.pruneNowAndThen(sessionId, streamId, seq);
     if (this.holders.has(key(sessionId, streamId))) this.wake(sessionId, streamId);
-    else await this.bus.publish(CHANNEL, { s: sessionId, st: streamId });
+    else await this.announce(key(sessionId, streamId));
     return formatEventId(streamId, seq);
+  }
+
+  /**
+   * Wakes the stream's holder elsewhere. The event is logged already, so a NOTIFY that fails (a pooled
+   * connection cut under it) is not the caller's error: the stream is remembered and announced again with
+   * backoff until a NOTIFY goes through (one for the stream covers every event logged before it).
+   */
+  private async announce(k: string): Promise<void> {
+    try {
+      await this.notify(k);
+    } catch (err) {
+      this.logger.warn(
+        `stream wake-up failed: ${err instanceof Error ? err.message : String(err)}; retrying`,
+      );
+      if (this.unannounced.size >= MAX_UNANNOUNCED) {
+        // Bounded: such a stream is sent at its holder's next wake-up or resync instead.
+        this.logger.warn(`more than ${MAX_UNANNOUNCED} streams wait for a wake-up; not remembering more`);
+        return;
+      }
+      this.unannounced.add(k);
+      this.announceRetry.failed();
+    }
+  }
+
+  private async announceAgain(): Promise<void> {
+    for (const k of [...this.unannounced]) {
+      try {
+        await this.notify(k);
+        this.unannounced.delete(k);
+      } catch {
+        this.announceRetry.failed();
+        return;
+      }
+    }
+    this.announceRetry.succeeded();
+  }
+
+  private notify(k: string): Promise<void> {
+    const [s, st] = k.split('\u0000');
+    return this.bus.publish(CHANNEL, { s, st });
   }
 
   /**

@@ -4,6 +4,8 @@ import { createTestApp } from '../../test/support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
 import { ClientResponsesRepository } from './client-responses.repository.js';
 import { SessionError } from './sessions.errors.js';
+import { DataSource } from 'typeorm';
+import { inTransaction } from '../database/sql-transaction.js';
 import { SessionsService } from './sessions.service.js';
 import { SseEventsRepository } from './sse-events.repository.js';
 
@@ -62,6 +64,48 @@ describe('sessions, the SSE event log and parked responses on real PostgreSQL', 
       ),
     );
     expect(left.rows[0]).toEqual({ s: 0, e: 0 });
+  });
+
+  it('logs no outbox event for a session that is gone, and sweeps counters left without a session', async () => {
+    const gone = await sessions.open(ANONYMOUS_PRINCIPAL, '2025-11-25', {}, null);
+    const live = await sessions.open(ANONYMOUS_PRINCIPAL, '2025-11-25', {}, null);
+    await events.append(live.id, 'g', { jsonrpc: '2.0', method: 'kept' });
+    await withClient(db.url, (c) =>
+      c.query(`UPDATE mcp_session SET ended_at = now() - interval '2 minutes' WHERE id = $1`, [gone.id]),
+    );
+    await sessions.sweep();
+    const rowsOf = (id: string) =>
+      withClient(db.url, async (c) => {
+        const r = await c.query(
+          `SELECT (SELECT count(*)::int FROM mcp_sse_stream WHERE session_id = $1) AS counters,
+                  (SELECT count(*)::int FROM mcp_sse_event WHERE session_id = $1) AS events`,
+          [id],
+        );
+        return r.rows[0] as { counters: number; events: number };
+      });
+    expect(await rowsOf(gone.id)).toEqual({ counters: 0, events: 0 });
+
+    // A task outlives its session: its status change still commits, with an outbox append for the session.
+    await inTransaction(app.get(DataSource), { lockTimeoutMs: 0 }, async (tx) => {
+      await tx.query('SELECT 1');
+      events.appendAtCommit(tx, gone.id, 'g', { jsonrpc: '2.0', method: 'notifications/tasks/status' });
+    });
+    expect(await rowsOf(gone.id)).toEqual({ counters: 0, events: 0 });
+
+    // An append that raced the session's deletion can still leave a counter (and its event): the sweep removes
+    // them, and only them.
+    await withClient(db.url, async (c) => {
+      await c.query(`INSERT INTO mcp_sse_stream (session_id, stream_id, last_seq) VALUES ($1, 'g', 1)`, [
+        gone.id,
+      ]);
+      await c.query(
+        `INSERT INTO mcp_sse_event (session_id, stream_id, seq, payload) VALUES ($1, 'g', 1, '{}')`,
+        [gone.id],
+      );
+    });
+    await sessions.sweep();
+    expect(await rowsOf(gone.id)).toEqual({ counters: 0, events: 0 });
+    expect(await rowsOf(live.id)).toEqual({ counters: 1, events: 1 });
   });
 
   it('replays a stream in order after an event id, and only that stream', async () => {

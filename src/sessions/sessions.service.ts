@@ -188,6 +188,7 @@ export class SessionsService implements OnApplicationBootstrap, OnApplicationShu
     await this.sessions.endIdle(new Date(now - this.config.SESSION_IDLE_TTL_MS));
     const gone = await this.sessions.deleteEndedBefore(new Date(now - this.config.SSE_EVENT_TTL_MS));
     await this.events.deleteForSessions(gone);
+    await this.events.deleteOrphanCounters();
     await this.events.deleteOlderThan(new Date(now - this.config.SSE_EVENT_TTL_MS));
     await this.responses.deleteOlderThan(new Date(now - this.config.CLIENT_REQUEST_TIMEOUT_MS));
   }

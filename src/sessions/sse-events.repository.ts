@@ -12,6 +12,17 @@ export interface LoggedEvent {
   createdAt: Date;
 }
 
+export type ResumePoint =
+  | { issued: false }
+  | {
+      issued: true;
+      lastSeq: string;
+      firstAfter: string | null;
+      ended: boolean;
+      /** Events after the resume point that are no longer logged (the client never saw them). */
+      missed: number;
+    };
+
 /** Logs one event, numbered by the stream's counter row bumped in the same statement ($1 session, $2 stream). */
 const APPEND_EVENT = `WITH counter AS (
     INSERT INTO mcp_sse_stream (session_id, stream_id, last_seq) VALUES ($1, $2, 1)
@@ -20,6 +31,16 @@ const APPEND_EVENT = `WITH counter AS (
   INSERT INTO mcp_sse_event (session_id, stream_id, seq, payload, final)
   SELECT $1, $2, counter.last_seq, $3::jsonb, $4::boolean FROM counter
   RETURNING seq`;
+
+/**
+ * APPEND_EVENT for the outbox: only while the session row exists. The check takes no lock (it must not make a
+ * task commit wait for the sweep), so an append racing the session's deletion can still leave a counter row;
+ * deleteOrphanCounters sweeps those.
+ */
+const APPEND_EVENT_IF_SESSION = APPEND_EVENT.replace(
+  'VALUES ($1, $2, 1)',
+  'SELECT $1, $2, 1 WHERE EXISTS (SELECT 1 FROM mcp_session WHERE id = $1)',
+);
 
 @Injectable()
 export class SseEventsRepository {
@@ -49,10 +70,12 @@ export class SseEventsRepository {
 
   /**
    * The same append as an outbox row of `tx`, written in its COMMIT's round trip: the event exists exactly
-   * when the transaction commits, numbered by the counter row it locks then. Its seq is not returned.
+   * when the transaction commits, numbered by the counter row it locks then. Its seq is not returned. A task
+   * outlives its session: once the session row is deleted nothing is logged (nobody can resume it), so no
+   * counter row is made again for a session no sweep would look at.
    */
   appendAtCommit(tx: SqlTx, sessionId: string, streamId: string, payload: Record<string, unknown>): void {
-    tx.atCommit(APPEND_EVENT, [sessionId, streamId, JSON.stringify(payload), false]);
+    tx.atCommit(APPEND_EVENT_IF_SESSION, [sessionId, streamId, JSON.stringify(payload), false]);
   }
 
   async readAfter(
@@ -80,17 +103,42 @@ export class SseEventsRepository {
     }));
   }
 
-  async streamHasEvent(sessionId: string, streamId: string, seq: string): Promise<boolean> {
-    return this.repo.existsBy({ sessionId, streamId, seq });
-  }
-
-  /** Whether a request stream's final event (its response) is at or before `seq`: nothing more will follow. */
-  async streamEndedBy(sessionId: string, streamId: string, seq: string): Promise<boolean> {
-    const rows = await this.repo.query<unknown[]>(
-      'SELECT 1 FROM mcp_sse_event WHERE session_id = $1 AND stream_id = $2 AND final AND seq <= $3 LIMIT 1',
+  /**
+   * Where a resume after `seq` stands, judged by the stream's counter (which outlives pruned events) rather
+   * than by the named event's row: `issued` says the stream numbered that far, `firstAfter` is the oldest event
+   * still logged after it, `ended` that a request stream's final event is at or before it. Events are removed
+   * oldest first (retention, age), so while the named event is logged everything after it is too (this also
+   * covers streams numbered from the old global sequence, whose seqs have gaps); once it is gone, the events
+   * after it are complete only if the oldest one left is the very next number.
+   */
+  async resumePoint(sessionId: string, streamId: string, seq: string): Promise<ResumePoint> {
+    const [row] = await this.repo.query<
+      { last_seq: string; first_after: string | null; ended: boolean; named: boolean }[]
+    >(
+      `SELECT s.last_seq,
+              EXISTS (SELECT 1 FROM mcp_sse_event e
+                WHERE e.session_id = $1 AND e.stream_id = $2 AND e.seq = $3) AS named,
+              (SELECT min(e.seq) FROM mcp_sse_event e
+                WHERE e.session_id = $1 AND e.stream_id = $2 AND e.seq > $3) AS first_after,
+              EXISTS (SELECT 1 FROM mcp_sse_event e
+                WHERE e.session_id = $1 AND e.stream_id = $2 AND e.final AND e.seq <= $3) AS ended
+         FROM mcp_sse_stream s WHERE s.session_id = $1 AND s.stream_id = $2`,
       [sessionId, streamId, seq],
     );
-    return rows.length > 0;
+    if (!row || BigInt(row.last_seq) < BigInt(seq)) return { issued: false };
+    const lastSeq = String(row.last_seq);
+    const firstAfter = row.first_after === null ? null : String(row.first_after);
+    const next = BigInt(seq) + 1n;
+    // Missed: the stream went on after `seq`, but the event right after it is no longer logged.
+    const missed =
+      !row.named && BigInt(lastSeq) > BigInt(seq) && (firstAfter === null || BigInt(firstAfter) > next)
+        ? (firstAfter === null ? BigInt(lastSeq) : BigInt(firstAfter) - 1n) - BigInt(seq)
+        : 0n;
+    return { issued: true, lastSeq, firstAfter, ended: row.ended, missed: Number(missed) };
+  }
+
+  async streamHasEvent(sessionId: string, streamId: string, seq: string): Promise<boolean> {
+    return this.repo.existsBy({ sessionId, streamId, seq });
   }
 
   /** Keeps the newest `keep` events of a stream. */
@@ -109,6 +157,29 @@ export class SseEventsRepository {
       .where('created_at < :cutoff', { cutoff })
       .execute();
     return res.affected ?? 0;
+  }
+
+  /**
+   * Deletes stream counters (and any events) whose session row is gone: left by an outbox append that raced
+   * the session's deletion. At most `limit` per call; returns how many counters went.
+   */
+  async deleteOrphanCounters(limit = 1000): Promise<number> {
+    const rows = await this.repo.query<[{ session_id: string }[], number]>(
+      `DELETE FROM mcp_sse_stream WHERE (session_id, stream_id) IN (
+         SELECT s.session_id, s.stream_id FROM mcp_sse_stream s
+          WHERE NOT EXISTS (SELECT 1 FROM mcp_session m WHERE m.id = s.session_id) LIMIT $1)
+       RETURNING session_id`,
+      [limit],
+    );
+    const ids = [...new Set(rows[0].map((r) => r.session_id))];
+    if (ids.length > 0) {
+      await this.repo.query(
+        `DELETE FROM mcp_sse_event e WHERE e.session_id = ANY($1::text[])
+            AND NOT EXISTS (SELECT 1 FROM mcp_session m WHERE m.id = e.session_id)`,
+        [ids],
+      );
+    }
+    return rows[0].length;
   }
 
   /** Deletes the events and the stream counters of sessions that are gone for good. */

@@ -3,6 +3,8 @@ import { DataSource } from 'typeorm';
 import { createTestApp } from '../../test/support/test-app.js';
 import { createTestDatabase, type TestDatabase } from '../../test/support/test-database.js';
 import { InstancesService } from '../instances/instances.service.js';
+import { ANONYMOUS_PRINCIPAL } from '../principals/principal.js';
+import { SessionsService } from '../sessions/sessions.service.js';
 import { SseEventsRepository } from '../sessions/sse-events.repository.js';
 import { TasksRepository } from './tasks.repository.js';
 import { TasksService } from './tasks.service.js';
@@ -45,7 +47,8 @@ describe('task change versions and the status-notification outbox (real PostgreS
   });
 
   it('logs the handshake-era status notification with the change, and not when the change rolls back', async () => {
-    const session = 'sess-outbox';
+    // A real session: the outbox logs nothing for a session whose row is gone (nobody could resume it).
+    const session = (await app.get(SessionsService).open(ANONYMOUS_PRINCIPAL, '2025-11-25', {}, null)).id;
     const t = await tasks.create({
       ownerId: 'o1',
       sessionId: session,

@@ -1,5 +1,6 @@
 import type { INestApplication, LoggerService } from '@nestjs/common';
 import { PgBusService } from '../../src/bus/pg-bus.service.js';
+import { McpNotifier } from '../../src/tool-dispatch/index.js';
 import { openStream, responseOf, rpc, sessionHeaders, type SseEvent } from '../support/mcp-http.js';
 import { PgProxy } from '../support/pg-proxy.js';
 import {
@@ -187,6 +188,30 @@ describe('delivery retries a failed re-read while the LISTEN connection stays up
       expect(done.json.result.content[0].text).toMatch(/^User response: action=accept/);
     } finally {
       call.close();
+    }
+  });
+
+  it('handshake era: a NOTIFY cut after its event was logged on A still wakes the GET stream held by B', async () => {
+    const uri = 'test://delivery-retry';
+    const c = await LegacyClient.open(urlB, {}, asUser(freshUser()));
+    expect((await c.call('resources/subscribe', { uri })).result).toEqual({});
+    const stream = await c.openGetStream();
+    try {
+      await stream.next(); // priming
+      warnings.lines.length = 0;
+      // A logs the event through its pool, then its NOTIFY is cut on the wire, before PostgreSQL sees it.
+      const cutAt = proxy.cutAtStatement((_, sql) => sql.includes('pg_notify'));
+      await expect(a.get(McpNotifier).resourceUpdated(uri)).resolves.toBe(1);
+      expect(await cutAt).toContain('pg_notify');
+      expect(warnings.seen('stream wake-up failed')).toBe(true);
+      const { event } = await nextMatching(
+        stream,
+        (ev) => ev.json?.method === 'notifications/resources/updated',
+        10000,
+      );
+      expect(event.json.params).toEqual({ uri });
+    } finally {
+      stream.close();
     }
   });
 

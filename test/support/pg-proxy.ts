@@ -19,6 +19,7 @@ export class PgProxy {
   private refusing: ((app: string) => boolean) | undefined;
   private stallOnQuery: ((app: string) => boolean) | undefined;
   private readonly commitTraps: CommitTrap[] = [];
+  private cutOnSql: { match: (app: string, sql: string) => boolean; done: (sql: string) => void } | undefined;
   /** Every connection accepted so far, by application_name (refused ones too). */
   readonly accepted: string[] = [];
 
@@ -74,6 +75,23 @@ export class PgProxy {
     if (!/\bCOMMIT\s*;?\s*$/i.test(sql)) return undefined;
     const i = this.commitTraps.findIndex((t) => t.match(sql, app));
     return i < 0 ? undefined : this.commitTraps.splice(i, 1)[0];
+  }
+
+  /**
+   * Cuts the first connection, live or new, that sends a statement (simple query or Parse) for which
+   * `match(application_name, sql)` holds, just before the statement reaches PostgreSQL: a fault at one exact
+   * step (the NOTIFY after an append, say). Once only; resolves with the statement's text.
+   */
+  cutAtStatement(match: (app: string, sql: string) => boolean): Promise<string> {
+    return new Promise((resolve) => {
+      this.cutOnSql = {
+        match,
+        done: (sql) => {
+          this.cutOnSql = undefined;
+          resolve(sql);
+        },
+      };
+    });
   }
 
   /** Black-holes the live matching connections both ways without closing them (a half-open link). */
@@ -134,8 +152,18 @@ export class PgProxy {
         return;
       }
       const upstream = net.connect(this.targetPort, this.targetHost);
-      const conn = new ProxiedConnection(client, upstream, app, this.stallOnQuery?.(app) ?? false, (sql) =>
-        this.trapFor(sql, app),
+      const conn = new ProxiedConnection(
+        client,
+        upstream,
+        app,
+        this.stallOnQuery?.(app) ?? false,
+        (sql) => this.trapFor(sql, app),
+        (sql) => {
+          const armed = this.cutOnSql;
+          if (!armed?.match(app, sql)) return false;
+          armed.done(sql);
+          return true;
+        },
       );
       this.conns.add(conn);
       conn.onClose(() => this.conns.delete(conn));
@@ -159,6 +187,8 @@ class ProxiedConnection {
     readonly app: string,
     private readonly stallOnQuery: boolean,
     private readonly trapFor: (sql: string) => CommitTrap | undefined,
+    /** Sees each statement's text before it is forwarded; true cuts the connection instead. */
+    private readonly cutBefore: (sql: string) => boolean,
   ) {}
 
   start(startup: Buffer): void {
@@ -189,7 +219,7 @@ class ProxiedConnection {
 
   /**
    * Frames client messages, so "stall at the next query" happens exactly before a 'Q' reaches the server,
-   * and a trapped COMMIT is known the moment it is sent.
+   * a statement to cut at (a 'Q' or a Parse) never does, and a trapped COMMIT is known the moment it is sent.
    */
   private fromClient(d: Buffer): void {
     if (this.stalled) return;
@@ -200,13 +230,18 @@ class ProxiedConnection {
       const len = this.afterStartup ? this.pending.readInt32BE(1) + 1 : this.pending.readInt32BE(0);
       if (this.pending.length < len) return;
       const frame = this.pending.subarray(0, len);
-      if (this.afterStartup && frame[0] === 0x51 /* 'Q' */) {
-        if (this.stallOnQuery) {
-          this.stalled = true;
-          this.pending = Buffer.alloc(0);
-          return;
-        }
-        const sql = frame.subarray(5, len - 1).toString('utf8');
+      if (this.afterStartup && frame[0] === 0x51 /* 'Q' */ && this.stallOnQuery) {
+        this.stalled = true;
+        this.pending = Buffer.alloc(0);
+        return;
+      }
+      const sql = this.afterStartup ? statementText(frame) : undefined;
+      if (sql !== undefined && this.cutBefore(sql)) {
+        this.pending = Buffer.alloc(0);
+        this.destroy();
+        return;
+      }
+      if (sql !== undefined && frame[0] === 0x51) {
         const trap = this.trapFor(sql);
         if (trap) this.held = { trap, sql, bytes: Buffer.alloc(0) };
       }
@@ -244,6 +279,16 @@ class ProxiedConnection {
       at += len;
     }
   }
+}
+
+/** The SQL of a simple query ('Q': text) or a Parse ('P': statement name, then text); else undefined. */
+function statementText(frame: Buffer): string | undefined {
+  if (frame[0] === 0x51) return frame.subarray(5, frame.indexOf(0, 5)).toString('utf8');
+  if (frame[0] === 0x50) {
+    const nameEnd = frame.indexOf(0, 5);
+    return frame.subarray(nameEnd + 1, frame.indexOf(0, nameEnd + 1)).toString('utf8');
+  }
+  return undefined;
 }
 
 /** application_name from a StartupMessage (int32 length, int32 version, then key\0value\0 pairs). */
