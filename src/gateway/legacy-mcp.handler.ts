@@ -33,6 +33,8 @@ type LegacyMethod = (
   ctx: RequestContext & { session: McpSession },
 ) => Promise<Record<string, unknown>>;
 
+/** Longest resource URI a session may subscribe to (a URI, not a place to store data). */
+export const MAX_SUBSCRIBED_URI_LENGTH = 2048;
 /**
  * The handshake era (2024-11-05 … 2025-11-25) on Streamable HTTP: initialize opens a persisted session;
  * every later message names it in Mcp-Session-Id; GET opens the session's own stream or resumes a dropped
@@ -61,8 +63,12 @@ export class LegacyMcpHandler {
       return {};
     });
     this.methods.set('resources/subscribe', async (p, ctx) => {
-      if (typeof p.uri !== 'string' || !p.uri)
-        throw ProtocolError.invalidParams('params.uri must be a string');
+      // Stored in the session row: QUOTA_SUBSCRIPTIONS_PER_SESSION entries of at most this length each.
+      if (typeof p.uri !== 'string' || !p.uri || p.uri.length > MAX_SUBSCRIBED_URI_LENGTH) {
+        throw ProtocolError.invalidParams(
+          `params.uri must be a string of 1 to ${MAX_SUBSCRIBED_URI_LENGTH} characters`,
+        );
+      }
       if (!ctx.session.resourceSubscriptions.includes(p.uri)) {
         this.quotas.checkSubscriptions(ctx.session.resourceSubscriptions.length);
       }

@@ -206,6 +206,13 @@ describe('per-principal quotas (over real HTTP)', () => {
     expect(await c.result('resources/subscribe', { uri: 'test://a' })).toEqual({});
     expect(await c.result('resources/unsubscribe', { uri: 'test://a' })).toEqual({});
     expect(await c.result('resources/subscribe', { uri: 'test://c' })).toEqual({});
+    // Each entry is stored in the session row: a URI is bounded in length, so the row is bounded too.
+    expect(await c.result('resources/unsubscribe', { uri: 'test://c' })).toEqual({});
+    const long = await c.send('resources/subscribe', { uri: `test://${'x'.repeat(2048)}` });
+    expect(errorOf(long)).toEqual({
+      code: -32602,
+      message: 'params.uri must be a string of 1 to 2048 characters',
+    });
   });
 
   it('request params stored with a task are bounded (both eras)', async () => {
