@@ -126,7 +126,10 @@ export class ClientRequestsService implements OnModuleInit {
     if (typeof response.id !== 'string' || !response.id.startsWith('srv-')) throw notAwaited();
     const waiter = this.waiters.get(key(sessionId, response.id));
     if (waiter) {
+      waiter.taken = true;
       this.settle(waiter, response);
+      // The record goes before the 202, so a repeated answer at any instance finds nothing to answer.
+      await this.forgetting(sessionId, response.id);
       return;
     }
     const payload = response as unknown as Record<string, unknown>;
@@ -158,12 +161,18 @@ export class ClientRequestsService implements OnModuleInit {
   }
 
   private forget(sessionId: string, requestId: string): void {
-    // Best effort: a row left behind is outstanding no longer past its timeout, and the janitor deletes it.
-    this.parked.forget(sessionId, requestId).catch((err: unknown) => {
+    void this.forgetting(sessionId, requestId);
+  }
+
+  /** Best effort: a row left behind is outstanding no longer past its timeout, and the janitor deletes it. */
+  private async forgetting(sessionId: string, requestId: string): Promise<void> {
+    try {
+      await this.parked.forget(sessionId, requestId);
+    } catch (err) {
       this.logger.warn(
         `could not forget a server-to-client request: ${err instanceof Error ? err.message : String(err)}`,
       );
-    });
+    }
   }
 
   private async collect(sessionId: string, requestId: string): Promise<void> {

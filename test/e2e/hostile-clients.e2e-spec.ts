@@ -158,6 +158,33 @@ describe('hostile clients at the HTTP edge', () => {
       expect(await stored()).toEqual({ n: 0, bytes: 0 });
     });
 
+    it('an answer taken by the waiting instance itself is refused when repeated, at either instance', async () => {
+      const session = await openSession(urlA, { elicitation: {} });
+      const headers = sessionHeaders(session);
+      const call = await openStream(urlA, {
+        method: 'POST',
+        headers: { ...MCP_POST, ...headers },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 32,
+          method: 'tools/call',
+          params: { name: 'test_elicitation', arguments: { message: 'who?' } },
+        }),
+      });
+      try {
+        let ask = await call.next();
+        while (ask.json?.method !== 'elicitation/create') ask = await call.next();
+        const answer = { jsonrpc: '2.0', id: ask.json.id, result: { action: 'decline' } };
+        expect((await rpc(urlA, answer, headers)).status).toBe(202);
+        expect((await rpc(urlB, answer, headers)).status).toBe(400);
+        expect((await rpc(urlA, answer, headers)).status).toBe(400);
+        expect((await call.next(5000)).json).toMatchObject({ id: 32, result: {} });
+      } finally {
+        call.close();
+      }
+      expect(await stored()).toEqual({ n: 0, bytes: 0 });
+    });
+
     it('takes the answer to an outstanding request at another instance once, within the session quota', async () => {
       const session = await openSession(urlA, { elicitation: {} });
       const headers = sessionHeaders(session);
