@@ -561,6 +561,14 @@ export class AppConfig {
   @IntEnv(256, 16777216)
   QUOTA_SESSION_CLIENT_BYTES = 65536;
 
+  /**
+   * JSON bytes of client answers one session may have parked at once: answers to server-to-client requests
+   * (elicitation, sampling, roots) that arrived at another instance than the one waiting, kept until it
+   * takes them. Only answers to requests the session has outstanding are stored at all.
+   */
+  @IntEnv(1024, 1073741824)
+  QUOTA_CLIENT_RESPONSE_BYTES_PER_SESSION = 4194304;
+
   /** Finished tasks one owner may keep before new ones are refused (exact; the janitor frees them at expiry). */
   @IntEnv(1, 100000000)
   QUOTA_RETAINED_TASKS_PER_OWNER = 10000;

@@ -16,6 +16,7 @@ import { AddTaskTraceContext1765047318245 } from '../../migrations/1765047318245
 import { SessionPrincipalLiveIndex1765071946000 } from '../../migrations/1765071946000-session-principal-live-index.js';
 import { TaskUsageCounters1765110000000 } from '../../migrations/1765110000000-task-usage-counters.js';
 import { TaskUsageBulkInsert1765120000000 } from '../../migrations/1765120000000-task-usage-bulk-insert.js';
+import { OutstandingClientRequests1765130000000 } from '../../migrations/1765130000000-outstanding-client-requests.js';
 
 /**
  * The one list of entities and migrations. Explicit classes rather than globs, so the app, the TypeORM CLI
@@ -42,4 +43,5 @@ export const MIGRATIONS = [
   SessionPrincipalLiveIndex1765071946000,
   TaskUsageCounters1765110000000,
   TaskUsageBulkInsert1765120000000,
+  OutstandingClientRequests1765130000000,
 ];

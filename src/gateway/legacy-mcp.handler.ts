@@ -44,6 +44,8 @@ type LegacyMethod = (
   ctx: RequestContext & { session: McpSession },
 ) => Promise<Record<string, unknown>>;
 
+/** Longest resource URI a session may subscribe to (a URI, not a place to store data). */
+export const MAX_SUBSCRIBED_URI_LENGTH = 2048;
 /**
  * The handshake era (2024-11-05 … 2025-11-25) on Streamable HTTP: initialize opens a persisted session;
  * every later message names it in Mcp-Session-Id; GET opens the session's own stream or resumes a dropped
@@ -72,9 +74,13 @@ export class LegacyMcpHandler {
       return {};
     });
     this.methods.set('resources/subscribe', async (p, ctx) => {
-      if (typeof p.uri !== 'string' || !p.uri)
-        throw ProtocolError.invalidParams('params.uri must be a string');
-      // The quota is checked in the same statement that adds the URI (SessionsService.subscribe).
+      // Stored in the session row: QUOTA_SUBSCRIPTIONS_PER_SESSION entries of at most this length each; the
+      // quota is checked in the same statement that adds the URI (SessionsService.subscribe).
+      if (typeof p.uri !== 'string' || !p.uri || p.uri.length > MAX_SUBSCRIBED_URI_LENGTH) {
+        throw ProtocolError.invalidParams(
+          `params.uri must be a string of 1 to ${MAX_SUBSCRIBED_URI_LENGTH} characters`,
+        );
+      }
       await this.sessions.subscribe(ctx.session, p.uri);
       return {};
     });

@@ -14,6 +14,7 @@ export type QuotaName =
   | 'task_result_bytes'
   | 'task_input_bytes'
   | 'session_client_bytes'
+  | 'client_response_bytes'
   | 'retained_tasks';
 
 /**

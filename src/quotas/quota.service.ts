@@ -17,6 +17,7 @@ const ALL_QUOTAS: QuotaName[] = [
   'task_result_bytes',
   'task_input_bytes',
   'session_client_bytes',
+  'client_response_bytes',
   'retained_tasks',
 ];
 

@@ -131,9 +131,51 @@ describe('sessions, the SSE event log and parked responses on real PostgreSQL', 
   });
 
   it('hands a parked client response to exactly one of many concurrent takers', async () => {
-    await parked.park('sess-1', 'srv-abc', { jsonrpc: '2.0', id: 'srv-abc', result: { action: 'accept' } });
+    const answer = { jsonrpc: '2.0', id: 'srv-abc', result: { action: 'accept' } };
+    await parked.expect('sess-1', 'srv-abc');
+    expect(await parked.take('sess-1', 'srv-abc')).toBeUndefined(); // outstanding, not answered yet
+    expect(await parked.park('sess-1', 'srv-abc', answer, 60, 1024, 60000)).toEqual({ kind: 'parked' });
     const takes = await Promise.all(Array.from({ length: 12 }, () => parked.take('sess-1', 'srv-abc')));
     const got = takes.filter((t) => t !== undefined);
     expect(got).toEqual([{ jsonrpc: '2.0', id: 'srv-abc', result: { action: 'accept' } }]);
+  });
+
+  it('parks only answers to outstanding requests, once each, within the session quota', async () => {
+    const answer = (id: string) => ({ jsonrpc: '2.0', id, result: {} });
+    // Never sent, or sent in another session: refused.
+    expect(await parked.park('sess-2', 'srv-none', answer('srv-none'), 10, 100, 60000)).toEqual({
+      kind: 'not_awaited',
+    });
+    await parked.expect('sess-other', 'srv-a');
+    expect(await parked.park('sess-2', 'srv-a', answer('srv-a'), 10, 100, 60000)).toEqual({
+      kind: 'not_awaited',
+    });
+    await parked.expect('sess-2', 'srv-a');
+    await parked.expect('sess-2', 'srv-b');
+    await parked.expect('sess-2', 'srv-c');
+    expect(await parked.park('sess-2', 'srv-a', answer('srv-a'), 60, 100, 60000)).toEqual({ kind: 'parked' });
+    // Answered already: the first answer stays.
+    expect(await parked.park('sess-2', 'srv-a', answer('srv-a'), 1, 100, 60000)).toEqual({
+      kind: 'not_awaited',
+    });
+    // 60 stored + 50 > 100; the request stays outstanding, so a smaller answer still fits.
+    expect(await parked.park('sess-2', 'srv-b', answer('srv-b'), 50, 100, 60000)).toEqual({
+      kind: 'over_quota',
+      stored: 60,
+    });
+    expect(await parked.park('sess-2', 'srv-b', answer('srv-b'), 40, 100, 60000)).toEqual({ kind: 'parked' });
+    // Concurrent answers to one session count each other: of these, exactly as many fit as the quota allows.
+    for (let i = 0; i < 8; i++) await parked.expect('sess-3', `srv-${i}`);
+    const verdicts = await Promise.all(
+      Array.from({ length: 8 }, (_, i) =>
+        parked.park('sess-3', `srv-${i}`, answer(`srv-${i}`), 30, 100, 60000),
+      ),
+    );
+    expect(verdicts.filter((v) => v.kind === 'parked')).toHaveLength(3);
+    // Past its timeout a request is outstanding no longer.
+    await new Promise((r) => setTimeout(r, 30));
+    expect(await parked.park('sess-2', 'srv-c', answer('srv-c'), 1, 1000, 10)).toEqual({
+      kind: 'not_awaited',
+    });
   });
 });

@@ -1,11 +1,11 @@
 import type { INestApplication } from '@nestjs/common';
 import { LifecycleService } from '../../src/lifecycle/lifecycle.service.js';
-import { modernCall, openSession, rpc, sessionHeaders } from '../support/mcp-http.js';
+import { modernCall, openSession, openStream, rpc, sessionHeaders } from '../support/mcp-http.js';
 import { answerElicitationWithError, newSeries, scrapeSeries } from '../support/metric-series.js';
 import { MCP_POST, rawRequest } from '../support/raw-http.js';
 import { PROXY_SECRET } from '../support/tasks-e2e.js';
 import { createTestApp } from '../support/test-app.js';
-import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
+import { createTestDatabase, withClient, type TestDatabase } from '../support/test-database.js';
 
 /** Issue 19: what a hostile client can do with the edges of the HTTP pipeline (real AppModule, real HTTP). */
 
@@ -111,6 +111,138 @@ describe('hostile clients at the HTTP edge', () => {
     const before = await scrapeSeries(origin);
     for (let r = 1; r <= 6; r++) await round(r);
     expect(newSeries(before, await scrapeSeries(origin))).toEqual([]);
+  });
+
+  describe('client responses (two instances on one database)', () => {
+    let urlA: string;
+    let urlB: string;
+
+    beforeAll(async () => {
+      const a = await createTestApp(db.url, { MCP_CONFORMANCE_FIXTURES: 'true' });
+      const b = await createTestApp(db.url, {
+        MCP_CONFORMANCE_FIXTURES: 'true',
+        QUOTA_CLIENT_RESPONSE_BYTES_PER_SESSION: '4096',
+      });
+      apps.push(a, b);
+      urlA = `${await originOf(a)}/mcp`;
+      urlB = `${await originOf(b)}/mcp`;
+    });
+
+    const stored = async () =>
+      withClient(db.url, async (c) => {
+        const r = await c.query(
+          `SELECT count(*)::int AS n, coalesce(sum(pg_column_size(payload)), 0)::int AS bytes
+           FROM mcp_client_response WHERE payload IS NOT NULL`,
+        );
+        return r.rows[0] as { n: number; bytes: number };
+      });
+
+    it('refuses, and never stores, a response to a request the session never sent', async () => {
+      const session = await openSession(urlB, { elicitation: {} });
+      const junk = 'x'.repeat(200_000);
+      for (let i = 0; i < 20; i++) {
+        const res = await rpc(
+          urlB,
+          { jsonrpc: '2.0', id: `srv-forged-${i}`, result: { junk } },
+          sessionHeaders(session),
+        );
+        expect({ i, status: res.status }).toEqual({ i, status: 400 });
+        expect(res.json.error).toEqual({
+          code: -32600,
+          message: expect.stringMatching(/awaits this response/),
+        });
+      }
+      // Not a srv- id either: nothing was asked with it.
+      const other = await rpc(urlB, { jsonrpc: '2.0', id: 7, result: {} }, sessionHeaders(session));
+      expect(other.status).toBe(400);
+      expect(await stored()).toEqual({ n: 0, bytes: 0 });
+    });
+
+    it('an answer taken by the waiting instance itself is refused when repeated, at either instance', async () => {
+      const session = await openSession(urlA, { elicitation: {} });
+      const headers = sessionHeaders(session);
+      const call = await openStream(urlA, {
+        method: 'POST',
+        headers: { ...MCP_POST, ...headers },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 32,
+          method: 'tools/call',
+          params: { name: 'test_elicitation', arguments: { message: 'who?' } },
+        }),
+      });
+      try {
+        let ask = await call.next();
+        while (ask.json?.method !== 'elicitation/create') ask = await call.next();
+        const answer = { jsonrpc: '2.0', id: ask.json.id, result: { action: 'decline' } };
+        expect((await rpc(urlA, answer, headers)).status).toBe(202);
+        expect((await rpc(urlB, answer, headers)).status).toBe(400);
+        expect((await rpc(urlA, answer, headers)).status).toBe(400);
+        expect((await call.next(5000)).json).toMatchObject({ id: 32, result: {} });
+      } finally {
+        call.close();
+      }
+      expect(await stored()).toEqual({ n: 0, bytes: 0 });
+    });
+
+    it('takes the answer to an outstanding request at another instance once, within the session quota', async () => {
+      const session = await openSession(urlA, { elicitation: {} });
+      const headers = sessionHeaders(session);
+      const call = await openStream(urlA, {
+        method: 'POST',
+        headers: { ...MCP_POST, ...headers },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 31,
+          method: 'tools/call',
+          params: { name: 'test_elicitation', arguments: { message: 'who?' } },
+        }),
+      });
+      try {
+        let ask = await call.next();
+        while (ask.json?.method !== 'elicitation/create') ask = await call.next();
+        const content = { username: 'x'.repeat(5000), email: 'a@b.c' };
+        // Another session of the same principal did not send it.
+        const foreign = await openSession(urlB, { elicitation: {} });
+        const elsewhere = await rpc(
+          urlB,
+          { jsonrpc: '2.0', id: ask.json.id, result: { action: 'accept', content } },
+          sessionHeaders(foreign),
+        );
+        expect(elsewhere.status).toBe(400);
+        // B's quota of parked answers is 4096 bytes: this one is refused, and the request stays outstanding.
+        const big = await rpc(
+          urlB,
+          { jsonrpc: '2.0', id: ask.json.id, result: { action: 'accept', content } },
+          headers,
+        );
+        expect(big.status).toBe(413);
+        expect(big.json.error.data).toEqual({
+          quota: 'client_response_bytes',
+          limit: 4096,
+          setting: 'QUOTA_CLIENT_RESPONSE_BYTES_PER_SESSION',
+        });
+        const answer = { jsonrpc: '2.0', id: ask.json.id, result: { action: 'decline' } };
+        expect((await rpc(urlB, answer, headers)).status).toBe(202);
+        const done = await call.next(5000);
+        expect(done.json).toEqual({
+          jsonrpc: '2.0',
+          id: 31,
+          result: { content: [{ type: 'text', text: 'User response: action=decline, content={}' }] },
+        });
+        // Answered: a second answer, at either instance, is refused.
+        expect((await rpc(urlB, answer, headers)).status).toBe(400);
+        expect((await rpc(urlA, answer, headers)).status).toBe(400);
+      } finally {
+        call.close();
+      }
+      expect(await stored()).toEqual({ n: 0, bytes: 0 });
+      // Nothing outstanding is left behind once the call ended.
+      const left = await withClient(db.url, (c) =>
+        c.query('SELECT count(*)::int AS n FROM mcp_client_response WHERE session_id = $1', [session]),
+      );
+      expect(left.rows).toEqual([{ n: 0 }]);
+    });
   });
 
   it('DNS rebinding without credentials: 403 from the origin policy, no auth challenge', async () => {

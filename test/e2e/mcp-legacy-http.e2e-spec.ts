@@ -196,7 +196,9 @@ describe('MCP handshake era over raw Streamable HTTP', () => {
         { jsonrpc: '2.0', id: 'srv-nothing', result: {} },
         sessionHeaders(session, ALICE),
       );
-      expect(stray.status).toBe(202);
+      // It answers nothing this session asked: refused, and not stored.
+      expect(stray.status).toBe(400);
+      expect(stray.json.error.code).toBe(-32600);
     });
 
     it('refuses an unsupported MCP-Protocol-Version with 400 and accepts every supported one', async () => {

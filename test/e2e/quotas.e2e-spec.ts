@@ -157,11 +157,13 @@ describe('per-principal quotas (over real HTTP)', () => {
     expect(fourth.headers.get('retry-after')).toBe('1');
     expectQuotaError(fourth, 'in_flight', 3, 'QUOTA_IN_FLIGHT_PER_PRINCIPAL');
     expect(await rejections(app, 'in_flight')).toBe(before + 1);
-    // Notifications and responses are never refused: a client's answer must always get through.
+    // Notifications and responses are not counted in flight: a client's answer must always get through
+    // (one that answers nothing is refused as such, 400, not as a quota).
     const note = await rpc(url, { jsonrpc: '2.0', method: 'notifications/roots/list_changed' }, c.headers());
     expect(note.status).toBe(202);
     const answer = await rpc(url, { jsonrpc: '2.0', id: 'srv-unknown', result: {} }, c.headers());
-    expect(answer.status).toBe(202);
+    expect(answer.status).toBe(400);
+    expect(errorOf(answer).code).toBe(-32600);
     const done = await Promise.all(running);
     done.forEach((r, i) => expect(r.result.content[0].text).toBe(`Computed job${i + 1} after 1 s`));
     await waitFor(
@@ -204,6 +206,13 @@ describe('per-principal quotas (over real HTTP)', () => {
     expect(await c.result('resources/subscribe', { uri: 'test://a' })).toEqual({});
     expect(await c.result('resources/unsubscribe', { uri: 'test://a' })).toEqual({});
     expect(await c.result('resources/subscribe', { uri: 'test://c' })).toEqual({});
+    // Each entry is stored in the session row: a URI is bounded in length, so the row is bounded too.
+    expect(await c.result('resources/unsubscribe', { uri: 'test://c' })).toEqual({});
+    const long = await c.send('resources/subscribe', { uri: `test://${'x'.repeat(2048)}` });
+    expect(errorOf(long)).toEqual({
+      code: -32602,
+      message: 'params.uri must be a string of 1 to 2048 characters',
+    });
   });
 
   it('request params stored with a task are bounded (both eras)', async () => {

@@ -2,13 +2,14 @@ import { openStream, type RpcAnswer } from './mcp-http.js';
 import { MCP_POST } from './raw-http.js';
 
 /**
- * The application's series in a /metrics scrape, as `name{labels}`. The runtime's own (nodejs_*, process_*)
- * are left out: their label sets follow the garbage collector and the handles open, not client input.
+ * The application's series in a /metrics scrape, as `name{labels}`. Left out: the runtime's own (nodejs_*,
+ * process_*), whose label sets follow the garbage collector and the handles open, and the janitor's, whose
+ * series appear on its schedule; neither depends on what clients send.
  */
 export function seriesOf(scrape: string): Set<string> {
   const series = new Set<string>();
   for (const line of scrape.split('\n')) {
-    if (line === '' || line.startsWith('#') || /^(nodejs|process)_/.test(line)) continue;
+    if (line === '' || line.startsWith('#') || /^(nodejs_|process_|mcp_janitor_)/.test(line)) continue;
     series.add(line.slice(0, line.lastIndexOf(' ')));
   }
   return series;

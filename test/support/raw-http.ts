@@ -6,18 +6,21 @@ export interface RawAnswer {
   text: string;
 }
 
-/** A request with any path and headers, sent as written (fetch normalises paths and will not forge Host). */
+/**
+ * A request with any path and headers, sent as written (fetch normalises paths and will not forge Host).
+ * `localAddress` picks the loopback source address (any of 127.0.0.0/8), so a test can be a new client.
+ */
 export function rawRequest(
   origin: string,
   path: string,
   method: string,
   headers: OutgoingHttpHeaders,
   body?: string,
-  agent?: Agent,
+  options: { agent?: Agent; localAddress?: string } = {},
 ): Promise<RawAnswer> {
   const { hostname, port } = new URL(origin);
   return new Promise((resolve, reject) => {
-    const req = httpRequest({ hostname, port, path, method, headers, agent }, (res) => {
+    const req = httpRequest({ hostname, port, path, method, headers, ...options }, (res) => {
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (d: string) => (text += d));
