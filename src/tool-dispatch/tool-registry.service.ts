@@ -1,6 +1,7 @@
 import { correlationId, internalErrorText, isInfrastructureFault } from '../common/internal-fault.js';
 import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import type { Principal } from '../principals/principal.js';
+import { capProblems, MAX_PROBLEMS } from './schema/input-validator.js';
 import { completionKey, type ToolCatalog, type ToolDefinition } from './tool-catalog.js';
 import { McpControlSignal, McpProtocolError, type JsonObject, type ToolContext } from './tool-context.js';
 import { ToolDispatchError, ToolDispatchErrorCode } from './tool-dispatch.errors.js';
@@ -372,11 +373,14 @@ function checkPromptArguments(prompt: PromptDescriptor, args: Record<string, unk
       problems.push(`arguments.${arg.name} must be a string`);
     }
   }
+  const names = new Set(declared.map((a) => a.name));
+  let unknown = 0;
   for (const key of Object.keys(given)) {
-    if (!declared.some((a) => a.name === key))
-      problems.push(`arguments.${key} is not allowed (unknown argument)`);
+    if (names.has(key)) continue;
+    unknown++;
+    if (unknown <= MAX_PROBLEMS) problems.push(`arguments.${key} is not allowed (unknown argument)`);
   }
-  return problems;
+  return capProblems(problems, problems.length + Math.max(0, unknown - MAX_PROBLEMS));
 }
 
 function normaliseResource(uri: string, mimeType: string | undefined, returned: unknown): ReadResourceResult {
