@@ -4,7 +4,7 @@ import type { Principal } from '../principals/principal.js';
 import { capProblems, MAX_PROBLEMS } from './schema/input-validator.js';
 import { completionKey, type ToolCatalog, type ToolDefinition } from './tool-catalog.js';
 import { McpControlSignal, McpProtocolError, type JsonObject, type ToolContext } from './tool-context.js';
-import { ToolDispatchError, ToolDispatchErrorCode } from './tool-dispatch.errors.js';
+import { ECHO_URI_CHARS, echoed, ToolDispatchError, ToolDispatchErrorCode } from './tool-dispatch.errors.js';
 import type {
   CallToolResult,
   CompleteResult,
@@ -125,7 +125,10 @@ export class ToolRegistry implements OnModuleInit {
   async callTool(name: string, rawArgs: unknown, ctx: ToolContext): Promise<CallToolResult> {
     const tool = this.catalog.tools.get(name);
     if (!tool) {
-      throw new ToolDispatchError(ToolDispatchErrorCode.TOOL_NOT_FOUND, `Tool not found: ${name}`, { name });
+      const shown = echoed(name);
+      throw new ToolDispatchError(ToolDispatchErrorCode.TOOL_NOT_FOUND, `Tool not found: ${shown}`, {
+        name: shown,
+      });
     }
     if (!this.mayCall(tool.descriptor, ctx.principal)) {
       throw new ToolDispatchError(
@@ -199,9 +202,14 @@ export class ToolRegistry implements OnModuleInit {
         .map((t) => ({ t, params: t.template.match(uri) }))
         .find((m) => m.params !== undefined);
       if (!match?.params) {
-        throw new ToolDispatchError(ToolDispatchErrorCode.RESOURCE_NOT_FOUND, `Resource not found: ${uri}`, {
-          uri,
-        });
+        const shown = echoed(uri, ECHO_URI_CHARS);
+        throw new ToolDispatchError(
+          ToolDispatchErrorCode.RESOURCE_NOT_FOUND,
+          `Resource not found: ${shown}`,
+          {
+            uri: shown,
+          },
+        );
       }
       mimeType = match.t.descriptor.mimeType;
       returned = await match.t.handler({ uri, params: match.params }, ctx);
@@ -230,8 +238,9 @@ export class ToolRegistry implements OnModuleInit {
   ): Promise<GetPromptResult> {
     const prompt = this.catalog.prompts.get(name);
     if (!prompt) {
-      throw new ToolDispatchError(ToolDispatchErrorCode.PROMPT_NOT_FOUND, `Prompt not found: ${name}`, {
-        name,
+      const shown = echoed(name);
+      throw new ToolDispatchError(ToolDispatchErrorCode.PROMPT_NOT_FOUND, `Prompt not found: ${shown}`, {
+        name: shown,
       });
     }
     let value: unknown;
@@ -259,8 +268,9 @@ export class ToolRegistry implements OnModuleInit {
     context?: CompletionContext,
   ): Promise<CompleteResult> {
     if (ref.type === 'ref/prompt' && !this.catalog.prompts.has(ref.name)) {
-      throw new ToolDispatchError(ToolDispatchErrorCode.PROMPT_NOT_FOUND, `Prompt not found: ${ref.name}`, {
-        name: ref.name,
+      const shown = echoed(ref.name);
+      throw new ToolDispatchError(ToolDispatchErrorCode.PROMPT_NOT_FOUND, `Prompt not found: ${shown}`, {
+        name: shown,
       });
     }
     if (
@@ -268,13 +278,10 @@ export class ToolRegistry implements OnModuleInit {
       !this.catalog.templates.has(ref.uri) &&
       !this.catalog.resources.has(ref.uri)
     ) {
-      throw new ToolDispatchError(
-        ToolDispatchErrorCode.RESOURCE_NOT_FOUND,
-        `Resource not found: ${ref.uri}`,
-        {
-          uri: ref.uri,
-        },
-      );
+      const shown = echoed(ref.uri, ECHO_URI_CHARS);
+      throw new ToolDispatchError(ToolDispatchErrorCode.RESOURCE_NOT_FOUND, `Resource not found: ${shown}`, {
+        uri: shown,
+      });
     }
     const completion = this.catalog.completions.get(completionKey(ref));
     if (!completion) return { values: [] };

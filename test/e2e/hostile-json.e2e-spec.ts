@@ -160,6 +160,29 @@ describe('hostile JSON bodies (real AppModule, real HTTP)', () => {
     expect(answer.text.length).toBeLessThan(2048);
   });
 
+  it('a 3 MB tool, prompt or resource name: the not-found answer repeats only its start', async () => {
+    const session = await openSession(url);
+    const huge = 'n'.repeat(3_000_000);
+    const cases: [string, Record<string, unknown>][] = [
+      ['tools/call', { name: huge, arguments: {} }],
+      ['prompts/get', { name: huge }],
+      ['resources/read', { uri: `test://${huge}` }],
+      [
+        'completion/complete',
+        { ref: { type: 'ref/prompt', name: huge }, argument: { name: 'a', value: 'b' } },
+      ],
+    ];
+    for (const [i, [method, params]] of cases.entries()) {
+      const { answer, maxDelayMs } = await timed(
+        JSON.stringify({ jsonrpc: '2.0', id: 50 + i, method, params }),
+        sessionHeaders(session),
+      );
+      expect(answer.json).toMatchObject({ id: 50 + i, error: { code: expect.any(Number) } });
+      expect(answer.text.length).toBeLessThan(8192);
+      expect(maxDelayMs).toBeLessThan(MAX_LOOP_DELAY_MS);
+    }
+  });
+
   it('100,000-deep tool arguments, both eras, inline and as a task: -32602 / 400 naming JSON_MAX_DEPTH', async () => {
     const session = await openSession(url);
     const args = `{"message":${deep(100_000)}}`;
