@@ -8,6 +8,7 @@ import { requestContext } from './logging/request-context.js';
 import { MetricsService } from './metrics/metrics.service.js';
 import { QuotaExceededError } from './quotas/quota.errors.js';
 import { QuotaService } from './quotas/quota.service.js';
+import { checkJsonShape, JsonShapeError, utf8Bytes } from './protocol/json-shape.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -127,15 +128,34 @@ export function configureApp(app: INestApplication): void {
     next();
   });
 
+  const shapeLimits = {
+    maxDepth: config.JSON_MAX_DEPTH,
+    maxObjectKeys: config.JSON_MAX_OBJECT_KEYS,
+    maxNodes: config.JSON_MAX_NODES,
+  };
   const json = express.json({
     limit: config.bodyLimitBytes,
     type: ['application/json', 'application/*+json'],
     // JSON-RPC must tell a primitive body (Invalid Request) from unparsable text (Parse error).
     strict: false,
+    // Runs on the raw bytes before JSON.parse: a body too deep, too wide or too large in values is refused
+    // before anything (the parser included) spends more than linear time on it.
+    verify: (_req, _res, buf, encoding) => {
+      const refusal = checkJsonShape(utf8Bytes(buf, encoding), shapeLimits);
+      if (refusal) throw refusal;
+    },
   });
   app.use((req: Request, res: Response, next: NextFunction) => {
     json(req, res, (err?: unknown) => {
       if (!err) return next();
+      if (err instanceof JsonShapeError) {
+        // /mcp answers it in its own dialect, with the request's id (and fails a call waiting for a refused
+        // client response); anywhere else it is a plain 400.
+        if (!isMcpPath(req)) return sendEdgeError(req, res, 400, err.code, err.message);
+        req.body = undefined;
+        res.locals.jsonShapeRefusal = err;
+        return next();
+      }
       const type = (err as { type?: string }).type;
       if (type === 'entity.too.large') {
         return sendEdgeError(

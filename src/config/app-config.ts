@@ -569,6 +569,22 @@ export class AppConfig {
   @IntEnv(1024, 1073741824)
   QUOTA_CLIENT_RESPONSE_BYTES_PER_SESSION = 4194304;
 
+  // The shape of every JSON body, checked on its bytes before it is parsed (README "Limits and quotas"): far
+  // above what real clients send, low enough that parsing, validating and serialising stay cheap. A body
+  // beyond one is refused with -32602 (HTTP 400) naming the variable.
+
+  /** Deepest nesting of objects and arrays. */
+  @IntEnv(8, 10000)
+  JSON_MAX_DEPTH = 64;
+
+  /** Most keys in any one object. */
+  @IntEnv(16, 10000000)
+  JSON_MAX_OBJECT_KEYS = 1000;
+
+  /** Most values in one body, counting every object, array, string, number, boolean and null. */
+  @IntEnv(1000, 100000000)
+  JSON_MAX_NODES = 100000;
+
   /** Finished tasks one owner may keep before new ones are refused (exact; the janitor frees them at expiry). */
   @IntEnv(1, 100000000)
   QUOTA_RETAINED_TASKS_PER_OWNER = 10000;

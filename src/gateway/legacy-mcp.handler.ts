@@ -5,6 +5,7 @@ import { mapError } from '../protocol/error-mapping.js';
 import {
   errorResponse,
   JSONRPC,
+  type JsonRpcId,
   type JsonRpcNotification,
   type JsonRpcRequest,
   type JsonRpcResponse,
@@ -17,6 +18,7 @@ import { currentOperation } from '../telemetry/mcp-operation.js';
 import type { Principal } from '../principals/principal.js';
 import { QuotaService } from '../quotas/quota.service.js';
 import type { McpSession } from '../sessions/session.entity.js';
+import { SessionError } from '../sessions/sessions.errors.js';
 import { SessionsService } from '../sessions/sessions.service.js';
 import { SseEventsRepository } from '../sessions/sse-events.repository.js';
 import { ClientRequestsService } from './client-requests.service.js';
@@ -203,6 +205,30 @@ export class LegacyMcpHandler {
     const session = await this.session(req, principal);
     await this.sessions.end(session);
     res.status(200).json({});
+  }
+
+  /**
+   * A client's response whose body was refused unparsed (a JSON shape limit): the server request it answers
+   * fails with that reason, so the call waiting on it ends now. An unknown session has nothing waiting.
+   */
+  async refuseClientResponse(
+    req: Request,
+    principal: Principal,
+    id: JsonRpcId,
+    reason: string,
+  ): Promise<void> {
+    let session: McpSession;
+    try {
+      session = await this.session(req, principal);
+    } catch (err) {
+      if (err instanceof SessionError || err instanceof ProtocolError) return;
+      throw err;
+    }
+    await this.clientRequests.deliver(session.id, {
+      jsonrpc: '2.0',
+      id,
+      error: { code: JSONRPC.INVALID_PARAMS, message: `The client's response was refused: ${reason}` },
+    });
   }
 
   private async session(req: Request, principal: Principal): Promise<McpSession> {

@@ -43,6 +43,29 @@ export class McpRequestExecutor {
       else await channel.respond(errorResponse(id, outcome.mapped.error), outcome.mapped.httpStatus);
     } catch (err) {
       this.logger.warn(`could not deliver the response: ${err instanceof Error ? err.message : String(err)}`);
+      await this.answerUndeliverable(era, id, channel, err);
+    }
+  }
+
+  /**
+   * The answer itself could not be sent (it would not serialise, or its event could not be stored): the
+   * client still gets one, the error that stopped it, and if even that fails the stream is ended, so that no
+   * request is ever left open with nothing to come.
+   */
+  private async answerUndeliverable(
+    era: Era,
+    id: JsonRpcId,
+    channel: ResponseChannel,
+    cause: unknown,
+  ): Promise<void> {
+    const mapped = mapError(cause, era);
+    try {
+      await channel.respond(errorResponse(id, mapped.error), mapped.httpStatus);
+    } catch (err) {
+      this.logger.warn(
+        `could not deliver the error either: ${err instanceof Error ? err.message : String(err)}`,
+      );
+      channel.end();
     }
   }
 }

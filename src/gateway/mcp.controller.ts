@@ -9,6 +9,7 @@ import {
   JSONRPC,
   type JsonRpcId,
 } from '../protocol/json-rpc.js';
+import type { JsonShapeError } from '../protocol/json-shape.js';
 import { ProtocolError } from '../protocol/protocol.errors.js';
 import { currentOperation } from '../telemetry/mcp-operation.js';
 import { McpTelemetry } from '../telemetry/mcp-telemetry.service.js';
@@ -101,6 +102,13 @@ export class McpController {
           'Unsupported Media Type: Content-Type must be application/json',
           415,
         );
+      }
+      const refusal = res.locals.jsonShapeRefusal as JsonShapeError | undefined;
+      if (refusal) {
+        id = refusal.id;
+        const principal = this.principal(req);
+        this.quotas.checkPrincipalRate(principal.id);
+        await this.refuseShape(req, refusal, principal);
       }
       const body: unknown = req.body;
       if (Array.isArray(body)) {
@@ -200,6 +208,21 @@ export class McpController {
   other(@Res() res: Response): void {
     res.setHeader('Allow', 'GET, POST, DELETE');
     res.status(405).json(errorResponse(null, { code: JSONRPC.SERVER_ERROR, message: 'Method Not Allowed' }));
+  }
+
+  /**
+   * A body past a JSON shape limit (checked before parsing, app.setup.ts) is the client's error. When it was
+   * a client's answer to a server request of a session, the call waiting for that answer fails now with
+   * the same reason instead of waiting for CLIENT_REQUEST_TIMEOUT_MS.
+   */
+  private async refuseShape(req: Request, refusal: JsonShapeError, principal: Principal): Promise<never> {
+    if (refusal.isResponse && refusal.id !== null && req.header('mcp-session-id') !== undefined) {
+      await this.legacy.refuseClientResponse(req, principal, refusal.id, refusal.message);
+    }
+    throw new ProtocolError(refusal.code, refusal.message, 400, {
+      limit: refusal.setting,
+      max: refusal.max,
+    });
   }
 
   /** Keeps a quota lease for as long as the response lives (released when it closes, however it ends). */

@@ -19,6 +19,8 @@ export interface ResponseChannel {
   openStream(): Promise<string>;
   /** The request was cancelled: close without a JSON-RPC response. */
   abandon(): Promise<void>;
+  /** Ends the HTTP response as it stands: the last resort when not even an error can be sent. */
+  end(): void;
 }
 
 export interface SseSettings {
@@ -72,6 +74,11 @@ export class LegacyChannel implements ResponseChannel {
   async closeConnection(): Promise<void> {
     await this.openStream();
     this.writer?.end();
+  }
+
+  end(): void {
+    if (this.writer) this.writer.end();
+    else if (!this.res.writableEnded) this.res.end();
   }
 
   async abandon(): Promise<void> {
@@ -128,6 +135,12 @@ export class ModernChannel implements ResponseChannel {
     if (this.answered) return;
     await this.openStream();
     this.writer!.send(message);
+  }
+
+  end(): void {
+    this.answered = true;
+    if (this.writer) this.writer.end();
+    else if (!this.res.writableEnded) this.res.end();
   }
 
   async abandon(): Promise<void> {

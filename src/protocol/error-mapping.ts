@@ -30,7 +30,11 @@ export function registerErrorMapper(mapper: Mapper): void {
   extraMappers.push(mapper);
 }
 
-function rpc(code: number, message: string, data?: unknown): JsonRpcErrorObject {
+/** Longest error message an answer (and the refusal's log line) carries, whatever text went into it. */
+const MAX_MESSAGE_CHARS = 2048;
+
+function rpc(code: number, text: string, data?: unknown): JsonRpcErrorObject {
+  const message = text.length > MAX_MESSAGE_CHARS ? `${text.slice(0, MAX_MESSAGE_CHARS - 1)}…` : text;
   return data === undefined ? { code, message } : { code, message, data };
 }
 

@@ -27,3 +27,15 @@ export class ToolDispatchError extends Error {
     this.name = 'ToolDispatchError';
   }
 }
+
+/** Longest client-chosen name an error repeats (a URI gets more: clients match data.uri). */
+export const ECHO_NAME_CHARS = 256;
+export const ECHO_URI_CHARS = 2048;
+
+/**
+ * A client-chosen string as an error answer repeats it: cut to `max` characters, so that a name or URI as
+ * large as the body limit does not come back twice (message and data) in the answer and once more in the log.
+ */
+export function echoed(text: string, max = ECHO_NAME_CHARS): string {
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}

@@ -8,7 +8,7 @@ import {
 import { MCP_PROMPT_DECORATOR, type McpPromptOptions } from './decorators/mcp-prompt.decorator.js';
 import { MCP_RESOURCE_DECORATOR, type McpResourceOptions } from './decorators/mcp-resource.decorator.js';
 import { MCP_TOOL_DECORATOR, type McpToolOptions } from './decorators/mcp-tool.decorator.js';
-import type { InputValidator } from './schema/input-validator.js';
+import { capProblems, MAX_PROBLEMS, type InputValidator } from './schema/input-validator.js';
 import { SchemaCompiler } from './schema/schema-compiler.js';
 import { completionKey, type DefinitionSource, type ToolCatalog } from './tool-catalog.js';
 import type { TaskSupport } from './tool-context.js';
@@ -284,9 +284,13 @@ async function emptyInputValidate(value: unknown, root: string) {
   }
   const extra = Object.keys(value);
   if (extra.length === 0) return { ok: true as const, value: {} };
+  const shown = extra.slice(0, MAX_PROBLEMS);
   return {
     ok: false as const,
-    problems: extra.map((k) => `${root}.${k} is not allowed (this tool takes no arguments)`),
+    problems: capProblems(
+      shown.map((k) => `${root}.${k} is not allowed (this tool takes no arguments)`),
+      extra.length,
+    ),
   };
 }
 

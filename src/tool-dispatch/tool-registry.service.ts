@@ -1,9 +1,10 @@
 import { correlationId, internalErrorText, isInfrastructureFault } from '../common/internal-fault.js';
 import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import type { Principal } from '../principals/principal.js';
+import { capProblems, MAX_PROBLEMS } from './schema/input-validator.js';
 import { completionKey, type ToolCatalog, type ToolDefinition } from './tool-catalog.js';
 import { McpControlSignal, McpProtocolError, type JsonObject, type ToolContext } from './tool-context.js';
-import { ToolDispatchError, ToolDispatchErrorCode } from './tool-dispatch.errors.js';
+import { ECHO_URI_CHARS, echoed, ToolDispatchError, ToolDispatchErrorCode } from './tool-dispatch.errors.js';
 import type {
   CallToolResult,
   CompleteResult,
@@ -124,7 +125,10 @@ export class ToolRegistry implements OnModuleInit {
   async callTool(name: string, rawArgs: unknown, ctx: ToolContext): Promise<CallToolResult> {
     const tool = this.catalog.tools.get(name);
     if (!tool) {
-      throw new ToolDispatchError(ToolDispatchErrorCode.TOOL_NOT_FOUND, `Tool not found: ${name}`, { name });
+      const shown = echoed(name);
+      throw new ToolDispatchError(ToolDispatchErrorCode.TOOL_NOT_FOUND, `Tool not found: ${shown}`, {
+        name: shown,
+      });
     }
     if (!this.mayCall(tool.descriptor, ctx.principal)) {
       throw new ToolDispatchError(
@@ -198,9 +202,14 @@ export class ToolRegistry implements OnModuleInit {
         .map((t) => ({ t, params: t.template.match(uri) }))
         .find((m) => m.params !== undefined);
       if (!match?.params) {
-        throw new ToolDispatchError(ToolDispatchErrorCode.RESOURCE_NOT_FOUND, `Resource not found: ${uri}`, {
-          uri,
-        });
+        const shown = echoed(uri, ECHO_URI_CHARS);
+        throw new ToolDispatchError(
+          ToolDispatchErrorCode.RESOURCE_NOT_FOUND,
+          `Resource not found: ${shown}`,
+          {
+            uri: shown,
+          },
+        );
       }
       mimeType = match.t.descriptor.mimeType;
       returned = await match.t.handler({ uri, params: match.params }, ctx);
@@ -229,8 +238,9 @@ export class ToolRegistry implements OnModuleInit {
   ): Promise<GetPromptResult> {
     const prompt = this.catalog.prompts.get(name);
     if (!prompt) {
-      throw new ToolDispatchError(ToolDispatchErrorCode.PROMPT_NOT_FOUND, `Prompt not found: ${name}`, {
-        name,
+      const shown = echoed(name);
+      throw new ToolDispatchError(ToolDispatchErrorCode.PROMPT_NOT_FOUND, `Prompt not found: ${shown}`, {
+        name: shown,
       });
     }
     let value: unknown;
@@ -258,8 +268,9 @@ export class ToolRegistry implements OnModuleInit {
     context?: CompletionContext,
   ): Promise<CompleteResult> {
     if (ref.type === 'ref/prompt' && !this.catalog.prompts.has(ref.name)) {
-      throw new ToolDispatchError(ToolDispatchErrorCode.PROMPT_NOT_FOUND, `Prompt not found: ${ref.name}`, {
-        name: ref.name,
+      const shown = echoed(ref.name);
+      throw new ToolDispatchError(ToolDispatchErrorCode.PROMPT_NOT_FOUND, `Prompt not found: ${shown}`, {
+        name: shown,
       });
     }
     if (
@@ -267,13 +278,10 @@ export class ToolRegistry implements OnModuleInit {
       !this.catalog.templates.has(ref.uri) &&
       !this.catalog.resources.has(ref.uri)
     ) {
-      throw new ToolDispatchError(
-        ToolDispatchErrorCode.RESOURCE_NOT_FOUND,
-        `Resource not found: ${ref.uri}`,
-        {
-          uri: ref.uri,
-        },
-      );
+      const shown = echoed(ref.uri, ECHO_URI_CHARS);
+      throw new ToolDispatchError(ToolDispatchErrorCode.RESOURCE_NOT_FOUND, `Resource not found: ${shown}`, {
+        uri: shown,
+      });
     }
     const completion = this.catalog.completions.get(completionKey(ref));
     if (!completion) return { values: [] };
@@ -372,11 +380,14 @@ function checkPromptArguments(prompt: PromptDescriptor, args: Record<string, unk
       problems.push(`arguments.${arg.name} must be a string`);
     }
   }
+  const names = new Set(declared.map((a) => a.name));
+  let unknown = 0;
   for (const key of Object.keys(given)) {
-    if (!declared.some((a) => a.name === key))
-      problems.push(`arguments.${key} is not allowed (unknown argument)`);
+    if (names.has(key)) continue;
+    unknown++;
+    if (unknown <= MAX_PROBLEMS) problems.push(`arguments.${key} is not allowed (unknown argument)`);
   }
-  return problems;
+  return capProblems(problems, problems.length + Math.max(0, unknown - MAX_PROBLEMS));
 }
 
 function normaliseResource(uri: string, mimeType: string | undefined, returned: unknown): ReadResourceResult {

@@ -1,6 +1,12 @@
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import type { JsonSchema } from '../tool-dispatch.types.js';
-import { renderPath, type InputValidator, type ValidationOutcome } from './input-validator.js';
+import {
+  capProblems,
+  MAX_PROBLEMS,
+  renderPath,
+  type InputValidator,
+  type ValidationOutcome,
+} from './input-validator.js';
 
 const TYPE_NAMES: Record<string, string> = {
   integer: 'an integer',
@@ -26,8 +32,15 @@ export class JsonSchemaInputValidator implements InputValidator {
   async validate(value: unknown, root: string): Promise<ValidationOutcome> {
     const subject = value ?? {};
     if (this.check(subject)) return { ok: true, value: subject };
-    const problems = (this.check.errors ?? []).map((e) => describe(e, root));
-    return { ok: false, problems: [...new Set(problems)] };
+    // ajv (allErrors) reports every bad key; only the first few are described, the rest counted.
+    const errors = this.check.errors ?? [];
+    const problems = new Set<string>();
+    let described = 0;
+    for (; described < errors.length && problems.size < MAX_PROBLEMS; described++) {
+      problems.add(describe(errors[described], root));
+    }
+    const total = problems.size + errors.length - described;
+    return { ok: false, problems: capProblems([...problems], total) };
   }
 }
 
