@@ -3,7 +3,8 @@
 // (`npm run test:unit`, `test:int`, `test:e2e`) and `npm test` runs all three:
 //   unit  *.spec.ts, next to the code (and test/support, test/deploy): no database, no server process;
 //   int   *.int-spec.ts against a real PostgreSQL;
-//   e2e   *.e2e-spec.ts under test/ (test/e2e): real HTTP against the real AppModule or a spawned server.
+//   e2e   *.e2e-spec.ts (test/e2e; anywhere under src/ or test/): real HTTP against the real AppModule or a
+//         spawned server.
 
 /** What every project shares (jest does not pass root options down to projects). */
 export const common = {
@@ -45,6 +46,13 @@ export default {
       roots: ['<rootDir>/src', '<rootDir>/test'],
       testRegex: '.*\\.int-spec\\.ts$',
     },
-    { ...common, ...withPostgres, displayName: 'e2e', roots: ['<rootDir>/test'], testRegex: '.*\\.e2e-spec\\.ts$' },
+    {
+      ...common,
+      ...withPostgres,
+      displayName: 'e2e',
+      // test/e2e by convention, but a team's server-level test next to its module (src/tools/<team>/) runs too.
+      roots: ['<rootDir>/src', '<rootDir>/test'],
+      testRegex: '.*\\.e2e-spec\\.ts$',
+    },
   ],
 };
