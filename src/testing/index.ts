@@ -1,7 +1,12 @@
 // The public testing kit for tool modules. Tool tests import from here and nowhere else in testing/.
 // Unit level (no database, no HTTP):
 export { ToolTestHarness, RecordingNotifier } from './tool-test-harness.js';
-export type { CallOptions, CallOutcome, ToolHarnessOptions } from './tool-test-harness.js';
+export type {
+  CallOptions,
+  CallOutcome,
+  ToolHarnessOptions,
+  TypedCallToolResult,
+} from './tool-test-harness.js';
 export type { Principal } from '../principals/principal.js';
 export { RecordingToolContext, testPrincipal } from './recording-tool-context.js';
 export type {
@@ -23,7 +28,10 @@ export {
 export type {
   InputAnswerer,
   InputRequest,
+  InputRetry,
+  ModernCallReply,
   ModernClientOptions,
   ModernRun,
+  ModernToolResult,
   ModernTask,
 } from './modern-mcp-client.js';

@@ -42,9 +42,35 @@ export interface ModernClientOptions {
 /** How a test answers the server's questions, by key: `(key, request) => response`. */
 export type InputAnswerer = (key: string, request: InputRequest) => JsonObject | Promise<JsonObject>;
 
+/** A tool result as the wire carries it; `S` types `structuredContent` (the test's claim, not a check). */
+export type ModernToolResult<S = JsonObject> = JsonObject & {
+  content?: JsonObject[];
+  structuredContent?: S;
+  isError?: boolean;
+};
+
+/**
+ * One `tools/call` answer: `complete` (the tool result's fields alongside), `input_required` (an MRTR round:
+ * `inputRequests` by key, and the opaque `requestState` to send back) or `task` (`taskId`).
+ */
+export type ModernCallReply<S = JsonObject> = ModernToolResult<S> & {
+  resultType: string; // 'complete' | 'input_required' | 'task'
+  taskId?: string;
+  inputRequests?: Record<string, InputRequest>;
+  requestState?: string;
+};
+
+/** What `callTool` sends back on the retry of an MRTR round. */
+export interface InputRetry {
+  /** The answers, by the keys of the round's `inputRequests` (e.g. `{ approval: { action: 'accept', … } }`). */
+  inputResponses?: Record<string, JsonObject>;
+  /** The round's `requestState`, unchanged, when it had one. */
+  requestState?: string;
+}
+
 /** What `run` saw: the final tool result, the task (if the call became one), and the keys it answered. */
-export interface ModernRun {
-  result: JsonObject & { content?: JsonObject[]; structuredContent?: JsonObject; isError?: boolean };
+export interface ModernRun<S = JsonObject> {
+  result: ModernToolResult<S>;
   task?: ModernTask;
   answeredKeys: string[];
 }
@@ -61,6 +87,17 @@ const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
  * const parked = await client.waitForTask(created.taskId, ['input_required']);
  * await client.updateTask(created.taskId, { [key]: { action: 'accept', content: { ok: true } } });
  * const done = await client.waitForTask(created.taskId);                     // completed, with .result
+ * ```
+ *
+ * An inline call that asks a question (no tasks extension, or answered within the inline window) ends with an
+ * MRTR round instead; answer it by calling again with the answers and the round's `requestState`:
+ *
+ * ```ts
+ * const round = await client.callTool('approve_refund', args);               // resultType 'input_required'
+ * const final = await client.callTool<RefundOutcome>('approve_refund', args, {
+ *   inputResponses: { approval: { action: 'accept', content: { approved: true } } },
+ *   requestState: round.requestState,
+ * });                                                                        // resultType 'complete'
  * ```
  */
 export class ModernMcpClient {
@@ -117,16 +154,24 @@ export class ModernMcpClient {
     return message.result as JsonObject;
   }
 
-  /** `tools/call`: `resultType` is `complete`, `input_required` (MRTR round) or `task` (with `taskId`). */
-  async callTool(
+  /**
+   * `tools/call`: `resultType` is `complete`, `input_required` (MRTR round) or `task` (with `taskId`).
+   *
+   * @param retry answers an `input_required` round: the same `name` and `args` again, with `inputResponses`
+   *   keyed like the round's `inputRequests` and the round's `requestState` passed back unchanged. The server
+   *   runs the tool again from the top with every answer; a handler with more questions gives another round.
+   *   Leave it out on the first call. (A task's questions are answered with `updateTask` instead.)
+   * @typeParam S the shape of `structuredContent` on a `complete` reply, so assertions need no cast.
+   */
+  async callTool<S = JsonObject>(
     name: string,
     args: JsonObject = {},
-    retry: { inputResponses?: JsonObject; requestState?: string } = {},
-  ): Promise<JsonObject & { resultType: string; taskId?: string }> {
-    return (await this.request('tools/call', { name, arguments: args, ...retry })) as JsonObject & {
-      resultType: string;
-      taskId?: string;
-    };
+    retry: InputRetry = {},
+  ): Promise<ModernCallReply<S>> {
+    const params: JsonObject = { name, arguments: args };
+    if (retry.inputResponses) params.inputResponses = retry.inputResponses;
+    if (retry.requestState !== undefined) params.requestState = retry.requestState;
+    return (await this.request('tools/call', params)) as ModernCallReply<S>;
   }
 
   async getTask(taskId: string): Promise<ModernTask> {
@@ -168,16 +213,17 @@ export class ModernMcpClient {
   /**
    * Calls a tool and sees it through: answers every MRTR round (by calling again with `inputResponses` and
    * `requestState`) and, when the call becomes a task, polls it and answers its input_required rounds with
-   * `tasks/update`, until there is a final result. `answer` gets each question's key and request.
+   * `tasks/update`, until there is a final result. `answer` gets each question's key and request. `S` types
+   * `result.structuredContent`.
    */
-  async run(
+  async run<S = JsonObject>(
     name: string,
     args: JsonObject = {},
     answer: InputAnswerer = () => {
       throw new Error('the tool asked for input and no answerer was given');
     },
     options: { timeoutMs?: number } = {},
-  ): Promise<ModernRun> {
+  ): Promise<ModernRun<S>> {
     const answeredKeys: string[] = [];
     const answerAll = async (requests: Record<string, InputRequest>) => {
       const responses: Record<string, JsonObject> = {};
@@ -187,13 +233,10 @@ export class ModernMcpClient {
       }
       return responses;
     };
-    let reply = await this.callTool(name, args);
+    let reply = await this.callTool<S>(name, args);
     while (reply.resultType === 'input_required') {
-      const inputResponses = await answerAll((reply.inputRequests ?? {}) as Record<string, InputRequest>);
-      reply = await this.callTool(name, args, {
-        inputResponses,
-        ...(typeof reply.requestState === 'string' ? { requestState: reply.requestState } : {}),
-      });
+      const inputResponses = await answerAll(reply.inputRequests ?? {});
+      reply = await this.callTool<S>(name, args, { inputResponses, requestState: reply.requestState });
     }
     if (reply.resultType !== 'task') return { result: reply, answeredKeys };
     const taskId = reply.taskId!;
@@ -207,7 +250,9 @@ export class ModernMcpClient {
         await this.updateTask(taskId, await answerAll(Object.fromEntries(open)));
         continue;
       }
-      if (task.status === 'completed' && task.result) return { result: task.result, task, answeredKeys };
+      // The task's result is the same tool result an inline call ends with; S names its structuredContent.
+      if (task.status === 'completed' && task.result)
+        return { result: task.result as ModernToolResult<S>, task, answeredKeys };
       if (TERMINAL.has(task.status)) {
         throw new Error(`task ${taskId} ended ${task.status}: ${JSON.stringify(task.error ?? task)}`);
       }

@@ -62,9 +62,21 @@ export interface CallOptions {
   rerunOnInput?: boolean;
 }
 
-/** What one call produced: the result as the client would get it, and everything the handler sent on the way. */
-export interface CallOutcome {
-  result: CallToolResult;
+/**
+ * A `CallToolResult` whose `structuredContent` has the type the test names, e.g. the tool's output class. The
+ * type is the test's claim, not a check: the registry has already validated the content against the output
+ * schema when the tool declares one. Absent on an `isError` result, hence optional.
+ */
+export type TypedCallToolResult<S = JsonObject> = Omit<CallToolResult, 'structuredContent'> & {
+  structuredContent?: S;
+};
+
+/**
+ * What one call produced: the result as the client would get it, and everything the handler sent on the way.
+ * `S` types `result.structuredContent` (default: a plain JSON object).
+ */
+export interface CallOutcome<S = JsonObject> {
+  result: TypedCallToolResult<S>;
   progress: ProgressUpdate[];
   logs: RecordedLog[];
   /** The distinct input requests, in the order they were first asked. */
@@ -138,14 +150,26 @@ export class ToolTestHarness {
    * Calls one tool with arguments validated as the server validates them. Refusals (unknown tool, bad
    * arguments, missing scopes) reject with a `ToolDispatchError` whose `code` names the refusal; a tool
    * failure is an `isError` result; a cancelled call rejects with the abort error.
+   *
+   * `S` types `result.structuredContent`, so assertions need no cast:
+   * `const { result } = await tools.call<RefundOutcome>('approve_refund', args); result.structuredContent?.refundId`.
    */
-  async call(name: string, args: unknown = {}, options: CallOptions = {}): Promise<CallOutcome> {
-    if (!options.rerunOnInput) {
-      const ctx = new RecordingToolContext(options.answers, contextOptions(options, 'legacy'));
-      const result = await this.registry.callTool(name, args, ctx);
-      return { result, progress: ctx.progressUpdates, logs: ctx.logs, inputs: ctx.inputs, runs: 1 };
-    }
-    return this.callWithReruns(name, args, options);
+  async call<S = JsonObject>(
+    name: string,
+    args: unknown = {},
+    options: CallOptions = {},
+  ): Promise<CallOutcome<S>> {
+    const outcome = options.rerunOnInput
+      ? await this.callWithReruns(name, args, options)
+      : await this.callOnce(name, args, options);
+    // The registry returns structuredContent as a JSON object; S is the caller's name for its shape.
+    return outcome as CallOutcome<S>;
+  }
+
+  private async callOnce(name: string, args: unknown, options: CallOptions): Promise<CallOutcome> {
+    const ctx = new RecordingToolContext(options.answers, contextOptions(options, 'legacy'));
+    const result = await this.registry.callTool(name, args, ctx);
+    return { result, progress: ctx.progressUpdates, logs: ctx.logs, inputs: ctx.inputs, runs: 1 };
   }
 
   private async callWithReruns(name: string, args: unknown, options: CallOptions): Promise<CallOutcome> {

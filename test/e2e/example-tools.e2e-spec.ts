@@ -2,8 +2,10 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { CallToolResultSchema, ElicitRequestSchema, type Progress } from '@modelcontextprotocol/sdk/types.js';
 import { McpTestServer } from '../../src/testing/index.js';
+import type { ElicitResult } from '../../src/tool-dispatch/index.js';
 import { ApprovalFlowModule } from '../../src/tools/examples/approval-flow/approval-flow.module.js';
 import { CustomerLookupModule } from '../../src/tools/examples/customer-lookup/customer-lookup.module.js';
+import type { RefundOutcome } from '../../src/tools/examples/approval-flow/refund-outcome.output.js';
 import { ReportJobModule } from '../../src/tools/examples/report-job/report-job.module.js';
 
 const SECRET = 'e2e-directory-secret-42';
@@ -148,7 +150,7 @@ describe('example tool modules over real HTTP (testing kit, server level)', () =
         key.endsWith('confirm_large')
           ? { action: 'accept', content: { orderId: 'ORD-3' } }
           : { action: 'accept', content: { approved: true, note: 'ok' } };
-      const asTask = await client.run(
+      const asTask = await client.run<RefundOutcome>(
         'approve_refund',
         { orderId: 'ORD-3', amountCents: 90_000, reason: 'wrong size' },
         answers,
@@ -171,8 +173,39 @@ describe('example tool modules over real HTTP (testing kit, server level)', () =
       expect(again.answeredKeys).toEqual(['approval', 'confirm_large']);
       expect(again.result.structuredContent).toMatchObject({
         status: 'already_issued',
-        refundId: (asTask.result.structuredContent as { refundId: string }).refundId,
+        refundId: asTask.result.structuredContent?.refundId,
       });
+      expect(asTask.result.structuredContent?.refundId).toMatch(/^RF-/);
+    });
+
+    it('2026-07-28 inline, step by step as the guide shows: answer each input_required round by calling again', async () => {
+      const client = server.modern({ capabilities: { elicitation: {} } }); // no tasks extension: inline rounds
+      const args = { orderId: 'ORD-4', amountCents: 90_000, reason: 'never arrived' };
+      const approve: ElicitResult = { action: 'accept', content: { approved: true } };
+      const confirm: ElicitResult = { action: 'accept', content: { orderId: 'ORD-4' } };
+
+      const first = await client.callTool('approve_refund', args);
+      expect(first.resultType).toBe('input_required');
+      expect(Object.keys(first.inputRequests ?? {})).toEqual(['approval']);
+      expect(first.inputRequests?.approval.method).toBe('elicitation/create');
+
+      // The re-run reaches the approval (answered) and then asks the second question of a large refund.
+      const second = await client.callTool('approve_refund', args, {
+        inputResponses: { approval: approve },
+        requestState: first.requestState,
+      });
+      expect(second.resultType).toBe('input_required');
+      expect(Object.keys(second.inputRequests ?? {})).toEqual(['confirm_large']);
+
+      // Every answer so far goes back: the server keeps no state between rounds.
+      const done = await client.callTool<RefundOutcome>('approve_refund', args, {
+        inputResponses: { approval: approve, confirm_large: confirm },
+        requestState: second.requestState,
+      });
+      expect(done.resultType).toBe('complete');
+      expect(done.structuredContent?.status).toBe('issued');
+      expect(done.structuredContent?.orderId).toBe('ORD-4');
+      expect(done.structuredContent?.refundId).toMatch(/^RF-/);
     });
   });
 

@@ -1,5 +1,7 @@
 import { testPrincipal, ToolTestHarness } from '../../../testing/index.js';
+import type { ElicitResult } from '../../../tool-dispatch/index.js';
 import { ApprovalFlowModule } from './approval-flow.module.js';
+import type { RefundOutcome } from './refund-outcome.output.js';
 import { RefundLedger } from './refund-ledger.service.js';
 
 const REQUEST = { orderId: 'ORD-1042', amountCents: 2_500, reason: 'parcel lost' };
@@ -53,19 +55,20 @@ describe('approve_refund (example approval flow)', () => {
 
   it('re-run from the top with the same answers (2026-07-28 style): same questions, one refund', async () => {
     const large = { ...REQUEST, amountCents: 75_000 };
-    const answers = { elicit: [yes(), { action: 'accept' as const, content: { orderId: 'ORD-1042' } }] };
-    const first = await tools.call('approve_refund', large, { answers, rerunOnInput: true });
+    // Kept in variables, scripted answers are typed with ElicitResult (from the tool API) so 'accept' stays literal.
+    const confirm: ElicitResult = { action: 'accept', content: { orderId: 'ORD-1042' } };
+    const answers = { elicit: [yes(), confirm] };
+    const first = await tools.call<RefundOutcome>('approve_refund', large, { answers, rerunOnInput: true });
     // Run 1 stops at the approval, run 2 at the confirmation, run 3 has both answers and finishes.
     expect(first.runs).toBe(3);
     expect(first.inputs.map((i) => i.key)).toEqual(['approval', 'confirm_large']);
     expect(first.result.structuredContent).toMatchObject({ status: 'issued' });
 
     // The whole request again (a client retry) with the same answers: the ledger already has it.
-    const again = await tools.call('approve_refund', large, { answers, rerunOnInput: true });
-    expect(again.result.structuredContent).toMatchObject({
-      status: 'already_issued',
-      refundId: (first.result.structuredContent as { refundId: string }).refundId,
-    });
+    const again = await tools.call<RefundOutcome>('approve_refund', large, { answers, rerunOnInput: true });
+    expect(first.result.structuredContent?.refundId).toMatch(/^RF-/);
+    expect(again.result.structuredContent?.status).toBe('already_issued');
+    expect(again.result.structuredContent?.refundId).toBe(first.result.structuredContent?.refundId);
     expect(ledger.list()).toHaveLength(1);
   });
 
