@@ -4,6 +4,7 @@ import { PgProxy } from '../../test/support/pg-proxy.js';
 import { newTaskRow } from '../../test/support/task-registry.js';
 import { createTestApp } from '../../test/support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
+import { CommitOutcomeUnknownError } from '../database/sql-transaction.js';
 import { InstancesService } from '../instances/instances.service.js';
 import { TaskRunnerService } from './task-runner.service.js';
 import type { TaskSnapshot } from './task.types.js';
@@ -141,6 +142,53 @@ describe('task writes whose COMMIT answer is lost (real PostgreSQL through a pro
     run.park({ q: { method: 'elicitation/create' } }, { at: 1 });
     await lost;
     await waitFor(() => !app.get(TaskRunnerService).isRunning(task.id) || undefined);
+    expect(await metricValue(app, 'mcp_task_stale_completions_total')).toBe(stale);
+    expect(await rowOf(task.id)).toMatchObject({ status: 'input_required', instance_id: null });
+  });
+
+  /** Once the trapped COMMIT's answer is lost, PostgreSQL is out of reach: every connection cut, new ones refused. */
+  const thenUnreachable = (lost: Promise<string>): Promise<string> =>
+    lost.then((sql) => {
+      proxy.refuse(() => true);
+      proxy.cut(() => true);
+      return sql;
+    });
+
+  it('a cancel that cannot find out after its answer is lost rejects as an outage, and had landed', async () => {
+    const { task } = await started('lost-cancel-dark');
+    const lost = thenUnreachable(proxy.loseCommitReply(commitOf(task.id)));
+    try {
+      const r = repo.cancelIfLive('lost-cancel-dark', task.id, 'cancelled by request');
+      await expect(r).rejects.toBeInstanceOf(CommitOutcomeUnknownError);
+      await lost;
+    } finally {
+      proxy.refuse(undefined);
+    }
+    expect(await rowOf(task.id)).toMatchObject({ status: 'cancelled' });
+  });
+
+  it("the runner's park through an outage after its lost answer resolves to parked, not a stale write", async () => {
+    const task = await tasks.createAndStart({
+      ownerId: 'lost-run-park-dark',
+      era: 'modern',
+      toolName: 't',
+      requestParams: {},
+      mode: 'immediate',
+    });
+    const run = await executor.run(task.id);
+    const stale = await metricValue(app, 'mcp_task_stale_completions_total');
+    const lost = thenUnreachable(proxy.loseCommitReply(commitOf(task.id)));
+    try {
+      run.park({ q: { method: 'elicitation/create' } }, { at: 1 });
+      await lost;
+      // The park landed; the runner cannot learn so while PostgreSQL is out of reach, and keeps trying.
+      await new Promise((r) => setTimeout(r, 800));
+      expect(await rowOf(task.id)).toMatchObject({ status: 'input_required', instance_id: null });
+      expect(app.get(TaskRunnerService).isRunning(task.id)).toBe(true);
+    } finally {
+      proxy.refuse(undefined);
+    }
+    await waitFor(() => !app.get(TaskRunnerService).isRunning(task.id) || undefined, 10000);
     expect(await metricValue(app, 'mcp_task_stale_completions_total')).toBe(stale);
     expect(await rowOf(task.id)).toMatchObject({ status: 'input_required', instance_id: null });
   });
