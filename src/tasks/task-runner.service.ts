@@ -1,6 +1,5 @@
 import { correlationId, internalErrorText, isInfrastructureFault } from '../common/internal-fault.js';
 import { unstorableText, UnstorableValueError } from '../common/storable-text.js';
-import { UnresolvedWriteError } from './unresolved-write.js';
 import {
   Inject,
   Injectable,
@@ -29,6 +28,7 @@ import {
   type TaskWorkExecutor,
 } from './task.types.js';
 import { TaskError, TaskErrorCode } from './tasks.errors.js';
+import { UnresolvedWriteError } from './unresolved-write.js';
 import {
   TASK_CHANNEL,
   TasksRepository,

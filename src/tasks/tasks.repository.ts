@@ -1114,8 +1114,8 @@ export class TasksRepository {
         throw e;
       }
       if (status === 'committed') return { value: e.ifLanded };
-      // Null: a transaction id so old that its status is gone, which a just-lost commit cannot be.
       if (status === 'aborted') return undefined;
+      // 'in progress' (its backend has not noticed the dropped connection yet): ask again, then give up.
       if (n >= XACT_STATUS_CHECKS) throw e;
       await new Promise((r) => setTimeout(r, XACT_STATUS_PAUSE_MS));
     }
