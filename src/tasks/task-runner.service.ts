@@ -28,6 +28,7 @@ import {
   type TaskWorkExecutor,
 } from './task.types.js';
 import { TaskError, TaskErrorCode } from './tasks.errors.js';
+import { UnresolvedWriteError } from './unresolved-write.js';
 import {
   TASK_CHANNEL,
   TasksRepository,
@@ -464,12 +465,18 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     write: () => Promise<R>,
   ): Promise<R | Unstorable | null> {
     const started = performance.now();
+    // An attempt whose COMMIT answer was lost and not yet found out: the next attempt asks whether it
+    // landed before writing again, since a second write would find the task no longer the run's.
+    let unresolved: UnresolvedWriteError<R> | undefined;
     for (let attempt = 1; ; attempt++) {
       try {
-        const r = await write();
+        const landed = unresolved && (await this.repo.landed(unresolved));
+        unresolved = undefined;
+        const r = landed ? landed.value : await write();
         if (attempt > 1) this.metrics.writeRetried(op, attempt);
         return r;
       } catch (err) {
+        if (err instanceof UnresolvedWriteError) unresolved = err as UnresolvedWriteError<R>;
         const unstorable = unstorableReason(err);
         if (unstorable !== null) {
           this.metrics.writeFailed(op);

@@ -20,6 +20,7 @@ import {
   type TaskSnapshot,
 } from './task.types.js';
 import { TaskError, TaskErrorCode } from './tasks.errors.js';
+import { UnresolvedWriteError } from './unresolved-write.js';
 
 /** The bus channel every task change goes out on (ids and status only; receivers re-read). */
 export const TASK_CHANNEL = 'mcp_task_changed';
@@ -300,7 +301,7 @@ function writeStatement(kind: LeaseChange['kind'], leaseSql: string): PreparedSt
                   input_requests = $6::jsonb, input_responses = $7::jsonb, handler_state = $8::jsonb,
                   input_rounds = $9, generation = $10, instance_id = $11, lease_expires_at = ${leaseSql},
                   last_updated_at = ${NOW_MS}
-            WHERE id = $1 RETURNING ${SNAPSHOT_COLUMNS}`,
+            WHERE id = $1 RETURNING ${SNAPSHOT_COLUMNS}, pg_current_xact_id()::text AS xact`,
   };
 }
 const WRITE: Record<LeaseChange['kind'], PreparedStatement> = {
@@ -381,6 +382,17 @@ const COMMIT_UNKNOWN_ATTEMPTS = 3;
 const FIND_CREATED: PreparedStatement = {
   name: 'mcp_task_find_created',
   text: `SELECT ${SNAPSHOT_COLUMNS} FROM task WHERE id = $1 AND owner_id = $2 AND tool_name = $3`,
+};
+/**
+ * How often, and how far apart, a write whose COMMIT answer was lost asks whether its transaction
+ * committed while PostgreSQL still reports it in progress (its backend has not yet noticed the dropped
+ * connection, or is still finishing the commit).
+ */
+const XACT_STATUS_CHECKS = 5;
+const XACT_STATUS_PAUSE_MS = 200;
+const XACT_STATUS: PreparedStatement = {
+  name: 'mcp_xact_status',
+  text: `SELECT pg_xact_status($1::xid8) AS status`,
 };
 const WORKER_LOST_MESSAGE = 'worker lost: the server running this task stopped';
 
@@ -467,6 +479,8 @@ export class TasksRepository {
   private readonly groupListeners: CommitGroupListener[] = [];
   /** Transactions whose deferred counter triggers are already queued to fire before their outbox rows. */
   private readonly countedNow = new WeakSet<SqlTx>();
+  /** The transaction id of each transaction that has written a task row (see write, knownTx). */
+  private readonly xacts = new WeakMap<SqlTx, string>();
 
   constructor(
     private readonly dataSource: DataSource,
@@ -703,7 +717,7 @@ export class TasksRepository {
    * applied=false; null means not found (or not this owner's).
    */
   async cancelIfLive(ownerId: string, id: string, message: string): Promise<CancelResult | null> {
-    return this.tx(async (m) => {
+    return this.knownTx(async (m) => {
       const locked = await this.lock(m, id, ownerId);
       if (!locked) return null;
       const current = locked.task;
@@ -717,7 +731,7 @@ export class TasksRepository {
 
   /** Lazy expiry on read: a live task past created + ttl is failed "Task expired" right away. */
   async expireIfDue(ownerId: string, id: string): Promise<CancelResult | null> {
-    return this.tx(async (m) => {
+    return this.knownTx(async (m) => {
       const locked = await this.lock(m, id, ownerId);
       if (!locked) return null;
       const current = locked.task;
@@ -738,7 +752,7 @@ export class TasksRepository {
     responses: Record<string, unknown>,
     resume: { instanceId: string; leaseMs: number },
   ): Promise<MergeResult | null> {
-    return this.tx(async (m) => {
+    return this.knownTx(async (m) => {
       const locked = await this.lock(m, id, ownerId);
       if (!locked) return null;
       const current = locked.task;
@@ -814,7 +828,7 @@ export class TasksRepository {
     handlerState: unknown,
     limits: InputLimits,
   ): Promise<ParkResult> {
-    return this.tx(async (m) => {
+    return this.knownTx(async (m) => {
       const held = await this.lockForWorker(m, fence);
       if ('refused' in held) return held.refused;
       const current = held.current;
@@ -857,7 +871,7 @@ export class TasksRepository {
    * change is published so subscribers re-read it. Fenced like every worker write.
    */
   async setProgressMessage(fence: WorkerFence, statusMessage: string): Promise<WorkerWriteResult> {
-    return this.tx(async (m) => {
+    return this.knownTx(async (m) => {
       const held = await this.lockForWorker(m, fence);
       if ('refused' in held) return held.refused;
       const current = held.current;
@@ -1056,6 +1070,57 @@ export class TasksRepository {
     }
   }
 
+  /**
+   * A task transaction (see tx) whose COMMIT answer, if lost, is found out rather than reported as a
+   * failure: the transaction's own id, which its row write returns at no extra round trip, is looked up
+   * with pg_xact_status. Committed: the answer the work computed is the truth, whatever anyone wrote
+   * since. Aborted: nothing landed, so the write runs again. A transaction that wrote no row changed
+   * nothing, and its reads are the answer. When the database cannot say (out of reach, or the transaction
+   * still open there) it rejects with UnresolvedWriteError, which a retrying caller resolves with landed.
+   */
+  private async knownTx<T>(work: (m: SqlTx) => Promise<T>): Promise<T> {
+    for (let n = 1; ; n++) {
+      const seen: { tx?: SqlTx; answer?: { value: T } } = {};
+      try {
+        return await this.tx(async (m) => {
+          seen.tx = m;
+          const value = await work(m);
+          seen.answer = { value };
+          return value;
+        });
+      } catch (err) {
+        const { tx, answer } = seen;
+        if (!(err instanceof CommitOutcomeUnknownError) || !tx || !answer) throw err;
+        const xact = this.xacts.get(tx);
+        if (xact === undefined) return answer.value;
+        const unresolved = new UnresolvedWriteError(err.driverError, xact, answer.value);
+        const landed = await this.landed(unresolved);
+        if (landed) return landed.value;
+        if (n >= COMMIT_UNKNOWN_ATTEMPTS) throw err;
+      }
+    }
+  }
+
+  /**
+   * Whether the write behind `e` committed: its answer if so, undefined if it rolled back (nothing of it
+   * landed; writing again is safe). Rejects with `e` while the database cannot tell.
+   */
+  async landed<T>(e: UnresolvedWriteError<T>): Promise<{ value: T } | undefined> {
+    for (let n = 1; ; n++) {
+      let status: unknown;
+      try {
+        [{ status }] = await runPrepared<Row>(this.dataSource, XACT_STATUS, [e.xact]);
+      } catch {
+        throw e;
+      }
+      if (status === 'committed') return { value: e.ifLanded };
+      if (status === 'aborted') return undefined;
+      // 'in progress' (its backend has not noticed the dropped connection yet): ask again, then give up.
+      if (n >= XACT_STATUS_CHECKS) throw e;
+      await new Promise((r) => setTimeout(r, XACT_STATUS_PAUSE_MS));
+    }
+  }
+
   /** Locks the task's row (FOR UPDATE) and reads it, with whether it is past created + ttl (database clock). */
   private async lock(m: SqlTx, id: string, ownerId: string | null): Promise<LockedTask | null> {
     const [row] =
@@ -1221,7 +1286,7 @@ export class TasksRepository {
     to: TaskStatus,
     fields: Partial<NextState>,
   ): Promise<WorkerWriteResult> {
-    return this.tx((m) => this.workerWriteIn(m, fence, to, fields));
+    return this.knownTx((m) => this.workerWriteIn(m, fence, to, fields));
   }
 
   private async workerWriteIn(
@@ -1316,6 +1381,7 @@ export class TasksRepository {
     ];
     if (lease.kind === 'renew') values.push(Math.floor(lease.ms));
     const rows = await m.prepared<Row>(WRITE[lease.kind], values);
+    this.xacts.set(m, rows[0].xact as string);
     return rowToSnapshot(rows[0]);
   }
 

@@ -70,3 +70,40 @@ describe('a creation group whose COMMIT answer is lost, over HTTP', () => {
     }
   });
 });
+
+/**
+ * The other task writes over real HTTP: a tasks/cancel whose COMMIT lands but whose answer is lost must
+ * answer the cancelled task, as a heard one does, not a 503 for a cancel that happened.
+ */
+describe('a tasks/cancel whose COMMIT answer is lost, over HTTP', () => {
+  let db: TestDatabase;
+  let proxy: PgProxy;
+  let app: INestApplication;
+  let url: string;
+
+  beforeAll(async () => {
+    db = await createTestDatabase('lost_cancel_e2e');
+    proxy = await PgProxy.start(db.url);
+    app = await createTestApp(proxy.via(db.url), {
+      MCP_CONFORMANCE_FIXTURES: 'true',
+      JANITOR_ENABLED: 'false',
+    });
+    url = `${await app.getUrl()}/mcp`.replace('[::1]', '127.0.0.1');
+  });
+  afterAll(async () => {
+    await app?.close();
+    await proxy?.close();
+    await db?.drop();
+  });
+
+  it('a tasks/cancel whose COMMIT answer is lost answers the cancelled task, not an outage', async () => {
+    const client = await LegacyClient.open(url);
+    const task = await client.createTask('slow_compute', { seconds: 30 });
+    const lost = proxy.loseCommitReply((sql) => sql.includes(task.taskId) && sql.includes('cancelled'));
+    const answer = await client.call('tasks/cancel', { taskId: task.taskId });
+    expect(await lost).toContain(task.taskId);
+    expect(answer.error).toBeUndefined();
+    expect(answer.result).toMatchObject({ taskId: task.taskId, status: 'cancelled' });
+    expect(await client.result('tasks/get', { taskId: task.taskId })).toMatchObject({ status: 'cancelled' });
+  });
+});
