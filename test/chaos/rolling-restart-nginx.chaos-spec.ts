@@ -1,4 +1,3 @@
-import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startNginx, type Nginx } from '../support/nginx.js';
 import { startServer, type ServerProcess } from '../support/server-process.js';
@@ -6,21 +5,11 @@ import { PROXY_SECRET } from '../support/tasks-e2e.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
 import { chaosEnv, figure, pollUntil, stopAll, tail } from './support/chaos-kit.js';
 import { describeFailures, EraLoad } from './support/era-load.js';
+import { freePort } from '../support/local-host.js';
 
 const SCENARIO = 'rolling restart behind nginx';
 const INSTANCES = 3;
 const CLIENTS_PER_ERA = 4;
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      srv.close(() => resolve(typeof addr === 'object' && addr ? addr.port : 0));
-    });
-  });
-}
 
 async function readiness(server: ServerProcess): Promise<number> {
   return fetch(`${server.baseUrl}/health/ready`).then(

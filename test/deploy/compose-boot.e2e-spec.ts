@@ -1,6 +1,5 @@
 import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -9,6 +8,7 @@ import { modernCall, responseOf } from '../support/mcp-http.js';
 import { REPO_ROOT, stopServer } from '../support/server-process.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
 import { composeServiceEnv, type Env } from './container-env.js';
+import { freePort } from '../support/local-host.js';
 
 const run = promisify(execFile);
 
@@ -18,17 +18,6 @@ function readmeEnvBlock(): string {
   const m = /<!-- compose-env[^>]*-->\s*```sh\n([\s\S]*?)```/.exec(readme);
   if (!m) throw new Error('README has no compose-env block');
   return m[1];
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 /**

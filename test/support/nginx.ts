@@ -1,10 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { join } from 'node:path';
 import { DEPLOY_DIR } from './deploy-files.js';
+import { freePort, findSbinBinary } from './local-host.js';
 
 export interface Nginx {
   baseUrl: string;
@@ -14,24 +13,9 @@ export interface Nginx {
   stop(): Promise<void>;
 }
 
-/** The nginx binary: on PATH, or where Debian puts it (/usr/sbin is not on every user's PATH). */
+/** The nginx binary (see findSbinBinary). */
 export function findNginx(): string {
-  const dirs = [...(process.env.PATH ?? '').split(delimiter), '/usr/sbin', '/usr/local/sbin'];
-  for (const d of dirs) {
-    if (d && existsSync(join(d, 'nginx'))) return join(d, 'nginx');
-  }
-  throw new Error('nginx is not installed (Debian package nginx; .ci/run installs it)');
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      srv.close(() => resolve(typeof addr === 'object' && addr ? addr.port : 0));
-    });
-  });
+  return findSbinBinary('nginx');
 }
 
 /**

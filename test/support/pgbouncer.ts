@@ -1,10 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chownSync, existsSync } from 'node:fs';
+import { chownSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { createConnection, createServer } from 'node:net';
+import { createConnection } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { freePort, findSbinBinary } from './local-host.js';
 
 export interface PgBouncer {
   /** `databaseUrl` with its host and port replaced by PgBouncer's. */
@@ -16,24 +17,9 @@ export interface PgBouncer {
   stop(): Promise<void>;
 }
 
-/** The pgbouncer binary: on PATH or where Debian puts it (/usr/sbin is not on every user's PATH). */
+/** The pgbouncer binary (see findSbinBinary). */
 export function findPgBouncer(): string {
-  const dirs = [...(process.env.PATH ?? '').split(delimiter), '/usr/sbin', '/usr/local/sbin'];
-  for (const d of dirs) {
-    if (d && existsSync(join(d, 'pgbouncer'))) return join(d, 'pgbouncer');
-  }
-  throw new Error('pgbouncer is not installed (Debian package pgbouncer; .ci/run installs it)');
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      srv.close(() => resolve(typeof addr === 'object' && addr ? addr.port : 0));
-    });
-  });
+  return findSbinBinary('pgbouncer');
 }
 
 async function accepts(port: number): Promise<boolean> {
