@@ -221,14 +221,19 @@ export class SessionsService implements OnApplicationBootstrap, OnApplicationShu
     this.cache.clear();
   }
 
-  /** A change other instances should re-read (log level, subscriptions): no need to wait for them. */
+  /**
+   * A change other instances must re-read (log level, subscriptions). It waits for their acknowledgements as
+   * an end does, so a client that changed its session through one instance is served the change by every
+   * instance next (a log level set on B, then a call on A). These are rare control calls; the wait is one
+   * bus round trip, bounded by BUS_HEARTBEAT_TIMEOUT_MS.
+   */
   private async changed(id: string): Promise<void> {
     this.drop(id);
-    await this.bus.publish(SESSION_CHANNEL, { s: id });
+    await this.invalidateEverywhere(id);
   }
 
   /**
-   * Publishes the session's end and waits until every other live instance acknowledged dropping it, for at
+   * Publishes the session's change or end and waits until every other live instance acknowledged dropping it, for at
    * most BUS_HEARTBEAT_TIMEOUT_MS. An instance that cannot hear it in time has an unhealthy LISTEN
    * connection: its cache is then bypassed, and cleared when the connection is replaced.
    */
