@@ -140,9 +140,18 @@ export function configureApp(app: INestApplication): void {
     strict: false,
     // Runs on the raw bytes before JSON.parse: a body too deep, too wide or too large in values is refused
     // before anything (the parser included) spends more than linear time on it.
-    verify: (_req, _res, buf, encoding) => {
-      const refusal = checkJsonShape(utf8Bytes(buf, encoding), shapeLimits);
+    verify: (_req, res, buf, encoding) => {
+      const bytes = utf8Bytes(buf, encoding);
+      const refusal = checkJsonShape(bytes, shapeLimits);
       if (refusal) throw refusal;
+      // Text PostgreSQL cannot store (a NUL, a lone surrogate) can only come from a \u escape: JSON
+      // forbids a raw NUL in a string, and UTF-8 cannot encode a surrogate. Without one, the /mcp
+      // controller skips its walk of the parsed body (unstorableText).
+      (res as Response).locals.jsonUnicodeEscapes = Buffer.from(
+        bytes.buffer,
+        bytes.byteOffset,
+        bytes.byteLength,
+      ).includes('\\u');
     },
   });
   app.use((req: Request, res: Response, next: NextFunction) => {

@@ -126,7 +126,8 @@ export class McpController {
       }
       if (classified.kind === 'request') id = classified.message.id;
       // Arguments, answers and results are stored as jsonb or text, which refuse such text on every try.
-      const unstorable = unstorableText(body, '');
+      // The body parser noted whether the raw text has any \u escape, the only way such text gets in.
+      const unstorable = res.locals.jsonUnicodeEscapes === false ? null : unstorableText(body, '');
       if (unstorable) throw ProtocolError.invalidParams(`${unstorable}, which cannot be stored`);
       const principal = this.principal(req);
       this.quotas.checkPrincipalRate(principal.id);
