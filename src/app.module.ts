@@ -17,6 +17,7 @@ import { PrincipalsModule } from './principals/principals.module.js';
 import { ToolDispatchModule } from './tool-dispatch/tool-dispatch.module.js';
 import { toolModules } from './tools/tool-modules.js';
 import { TasksModule } from './tasks/tasks.module.js';
+import { SCHEMA } from './schema.js';
 
 /** What a test may change in the composition root. */
 export interface AppModuleOptions {
@@ -35,7 +36,7 @@ export class AppModule {
         LifecycleModule,
         MetricsModule,
         QuotasModule,
-        DatabaseModule,
+        DatabaseModule.forRoot(SCHEMA),
         ScheduleModule.forRoot(),
         HealthModule,
         InstancesModule,

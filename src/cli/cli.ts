@@ -15,6 +15,7 @@ import { CliUsageError, ExitCode } from './cli-args.js';
 import { buildCliServices, type CliServices } from './cli-context.js';
 import { runMigrationsCommand } from './migrate-command.js';
 import { runApiKeyCommand, runPrincipalsCommand } from './principal-commands.js';
+import { SCHEMA } from '../schema.js';
 
 export type { CliIo } from './admin-commands.js';
 
@@ -90,7 +91,7 @@ export async function runCli(
     return ExitCode.FAILED;
   }
   const ds = new DataSource(
-    buildDataSourceOptions({ url, poolMax: 2, applicationName: 'mcp-task-server-cli' }),
+    buildDataSourceOptions({ url, poolMax: 2, applicationName: 'mcp-task-server-cli', schema: SCHEMA }),
   );
   try {
     await ds.initialize();

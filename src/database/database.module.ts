@@ -1,11 +1,11 @@
-import { Injectable, Logger, Module, type OnModuleInit } from '@nestjs/common';
+import { type DynamicModule, Injectable, Logger, Module, type OnModuleInit } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { AppConfig } from '../config/app-config.js';
 import { runMigrationsLocked } from './migrations-runner.js';
 import { PoolMetrics } from './pool-metrics.js';
 import { initStatementMode, poolOf } from './statement-mode.js';
-import { buildDataSourceOptions } from './typeorm-options.js';
+import { buildDataSourceOptions, type DatabaseSchema } from './typeorm-options.js';
 
 /** Applies pending migrations during module init, before any feature module touches a table. */
 @Injectable()
@@ -51,19 +51,28 @@ export class StatementModeOnBoot implements OnModuleInit {
   }
 }
 
-@Module({
-  imports: [
-    TypeOrmModule.forRootAsync({
-      inject: [AppConfig],
-      useFactory: (config: AppConfig) => {
-        if (!config.DATABASE_URL) throw new Error('DATABASE_URL was not resolved before the app started');
-        return {
-          ...buildDataSourceOptions({ url: config.DATABASE_URL, poolMax: config.DB_POOL_MAX }),
-          retryAttempts: 0,
-        };
-      },
-    }),
-  ],
-  providers: [MigrationsOnBoot, StatementModeOnBoot, PoolMetrics],
-})
-export class DatabaseModule {}
+/**
+ * The data source, its migrations on boot and its pool metrics. The schema comes from the composition root
+ * (`src/schema.ts`), so this infrastructure module never imports a feature's entities.
+ */
+@Module({})
+export class DatabaseModule {
+  static forRoot(schema: DatabaseSchema): DynamicModule {
+    return {
+      module: DatabaseModule,
+      imports: [
+        TypeOrmModule.forRootAsync({
+          inject: [AppConfig],
+          useFactory: (config: AppConfig) => {
+            if (!config.DATABASE_URL) throw new Error('DATABASE_URL was not resolved before the app started');
+            return {
+              ...buildDataSourceOptions({ url: config.DATABASE_URL, poolMax: config.DB_POOL_MAX, schema }),
+              retryAttempts: 0,
+            };
+          },
+        }),
+      ],
+      providers: [MigrationsOnBoot, StatementModeOnBoot, PoolMetrics],
+    };
+  }
+}

@@ -1,7 +1,7 @@
 import { DataSource } from 'typeorm';
 import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
 import { migrationsApplied, runMigrationsLocked } from './migrations-runner.js';
-import { MIGRATIONS } from './schema.js';
+import { MIGRATIONS, SCHEMA } from '../schema.js';
 import { buildDataSourceOptions } from './typeorm-options.js';
 
 describe('migrations on real PostgreSQL', () => {
@@ -17,7 +17,7 @@ describe('migrations on real PostgreSQL', () => {
   });
 
   async function source(): Promise<DataSource> {
-    const ds = new DataSource(buildDataSourceOptions({ url: db.url, poolMax: 3 }));
+    const ds = new DataSource(buildDataSourceOptions({ url: db.url, poolMax: 3, schema: SCHEMA }));
     await ds.initialize();
     sources.push(ds);
     return ds;

@@ -12,6 +12,7 @@ import {
   type StatementMode,
 } from './statement-mode.js';
 import { buildDataSourceOptions } from './typeorm-options.js';
+import { SCHEMA } from '../schema.js';
 
 const PLUS_ONE: PreparedStatement = { name: 'mcp_test_plus_one', text: 'SELECT $1::int + 1 AS n' };
 const TIMES_TWO: PreparedStatement = { name: 'mcp_test_times_two', text: 'SELECT $1::int * 2 AS n' };
@@ -49,7 +50,7 @@ describe('prepared statement mode', () => {
   const logs: string[] = [];
 
   async function open(url: string, poolMax = 10): Promise<DataSource> {
-    const ds = new DataSource(buildDataSourceOptions({ url, poolMax }));
+    const ds = new DataSource(buildDataSourceOptions({ url, poolMax, schema: SCHEMA }));
     await ds.initialize();
     sources.push(ds);
     return ds;

@@ -1,9 +1,15 @@
 import type { DataSourceOptions } from 'typeorm';
-import { ENTITIES, MIGRATIONS } from './schema.js';
 import { SnakeNamingStrategy } from './snake-naming.strategy.js';
+
+/** The entity classes and migrations of the app: given by the composition root (`src/schema.ts`). */
+export interface DatabaseSchema {
+  entities: NonNullable<DataSourceOptions['entities']>;
+  migrations: NonNullable<DataSourceOptions['migrations']>;
+}
 
 export interface DatabaseOptionsInput {
   url: string;
+  schema: DatabaseSchema;
   poolMax?: number;
   applicationName?: string;
 }
@@ -17,8 +23,8 @@ export function buildDataSourceOptions(input: DatabaseOptionsInput): DataSourceO
   return {
     type: 'postgres',
     url: input.url,
-    entities: ENTITIES,
-    migrations: MIGRATIONS,
+    entities: input.schema.entities,
+    migrations: input.schema.migrations,
     migrationsTableName: 'typeorm_migrations',
     migrationsRun: false,
     synchronize: false,

@@ -5,6 +5,7 @@ import { buildDataSourceOptions } from '../database/typeorm-options.js';
 import { PrincipalRecord } from './principal-record.entity.js';
 import { PrincipalsRepository } from './principals.repository.js';
 import { principalIdFor, PrincipalsService, type AuthenticatedIdentity } from './principals.service.js';
+import { SCHEMA } from '../schema.js';
 
 describe('principals on real PostgreSQL', () => {
   let db: TestDatabase;
@@ -25,7 +26,7 @@ describe('principals on real PostgreSQL', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase('principals');
-    ds = new DataSource(buildDataSourceOptions({ url: db.url, poolMax: 2 }));
+    ds = new DataSource(buildDataSourceOptions({ url: db.url, poolMax: 2, schema: SCHEMA }));
     await ds.initialize();
     await runMigrationsLocked(ds);
   });

@@ -5,7 +5,7 @@ import { createTestApp } from '../../test/support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
 import { SessionsService } from './sessions.service.js';
 import { SseEventsRepository, type LoggedEvent } from './sse-events.repository.js';
-import { MIGRATIONS } from '../database/schema.js';
+import { MIGRATIONS, SCHEMA } from '../schema.js';
 import { buildDataSourceOptions } from '../database/typeorm-options.js';
 
 /** Resolves when `p` settles or a backend of this database waits on a lock, whichever comes first. */
@@ -146,7 +146,7 @@ describe('the per-stream counter migration keeps logged events replayable', () =
 
   beforeAll(async () => {
     db = await createTestDatabase('sse_migr');
-    ds = new DataSource(buildDataSourceOptions({ url: db.url, poolMax: 2 }));
+    ds = new DataSource(buildDataSourceOptions({ url: db.url, poolMax: 2, schema: SCHEMA }));
     await ds.initialize();
   });
   afterAll(async () => {

@@ -8,6 +8,7 @@ import { asUser, freshUser, LegacyClient, modern, PROXY_SECRET, waitFor } from '
 import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
 import { describeFailures, EraLoad } from './support/era-load.js';
 import { chaosEnv, figure, stopAll, tail } from './support/chaos-kit.js';
+import { SCHEMA } from '../../src/schema.js';
 
 const SCENARIO = 'PgBouncer transaction pooling';
 const CLIENTS = 50;
@@ -37,7 +38,7 @@ describe('chaos: behind PgBouncer in transaction mode', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase('chaos_pgbouncer');
-    const direct = new DataSource(buildDataSourceOptions({ url: db.url }));
+    const direct = new DataSource(buildDataSourceOptions({ url: db.url, schema: SCHEMA }));
     await direct.initialize();
     await runMigrationsLocked(direct);
     await direct.destroy();

@@ -72,13 +72,7 @@ describe('the imageâ€™s one-off commands (migration, admin CLI) with the imageâ€
     const fresh = await createTestDatabase('one_off_typeorm');
     try {
       const r = await run(
-        [
-          process.execPath,
-          'node_modules/typeorm/cli.js',
-          'migration:run',
-          '-d',
-          'dist/src/database/data-source.js',
-        ],
+        [process.execPath, 'node_modules/typeorm/cli.js', 'migration:run', '-d', 'dist/src/data-source.js'],
         { ...image, DATABASE_URL: fresh.url },
       );
       expect(r.code).toBe(0);

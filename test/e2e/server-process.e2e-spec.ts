@@ -1,7 +1,7 @@
 import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { MIGRATIONS } from '../../src/database/schema.js';
+import { MIGRATIONS } from '../../src/schema.js';
 import { runServer, startServer, stopServer } from '../support/server-process.js';
 import { createTestDatabase, withClient } from '../support/test-database.js';
 

@@ -1,8 +1,9 @@
 import 'reflect-metadata';
 import { DataSource } from 'typeorm';
-import { loadConfig } from '../config/load-config.js';
-import { runMigrationsLocked } from './migrations-runner.js';
-import { buildDataSourceOptions } from './typeorm-options.js';
+import { loadConfig } from './config/load-config.js';
+import { runMigrationsLocked } from './database/migrations-runner.js';
+import { buildDataSourceOptions } from './database/typeorm-options.js';
+import { SCHEMA } from './schema.js';
 
 /**
  * CI gate: apply every migration to DATABASE_URL, then ask TypeORM what it would still change to match the
@@ -12,7 +13,7 @@ async function main(): Promise<void> {
   const config = loadConfig(process.env, { serving: false });
   if (!config.DATABASE_URL) throw new Error('schema drift check needs DATABASE_URL');
   const ds = new DataSource(
-    buildDataSourceOptions({ url: config.DATABASE_URL, applicationName: 'mcp-schema-drift' }),
+    buildDataSourceOptions({ url: config.DATABASE_URL, applicationName: 'mcp-schema-drift', schema: SCHEMA }),
   );
   await ds.initialize();
   try {

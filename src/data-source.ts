@@ -1,7 +1,8 @@
 import 'reflect-metadata';
 import { DataSource } from 'typeorm';
-import { loadConfig } from '../config/load-config.js';
-import { buildDataSourceOptions } from './typeorm-options.js';
+import { loadConfig } from './config/load-config.js';
+import { buildDataSourceOptions } from './database/typeorm-options.js';
+import { SCHEMA } from './schema.js';
 
 /**
  * Entry point for the TypeORM CLI (`npm run migration:*`). It needs a real server: set DATABASE_URL.
@@ -12,5 +13,9 @@ if (!config.DATABASE_URL) {
   throw new Error('The TypeORM CLI needs DATABASE_URL (postgres://user@host:port/db).');
 }
 export default new DataSource(
-  buildDataSourceOptions({ url: config.DATABASE_URL, applicationName: 'mcp-task-server-cli' }),
+  buildDataSourceOptions({
+    url: config.DATABASE_URL,
+    applicationName: 'mcp-task-server-cli',
+    schema: SCHEMA,
+  }),
 );
