@@ -50,7 +50,8 @@ function hasModernClaim(req: Request, body: unknown): boolean {
 }
 
 /**
- * The single MCP endpoint. It classifies each request into an era (mcp-wire.md §1.3): a body whose
+ * The single MCP endpoint. It classifies each request into an era
+ * (https://modelcontextprotocol.io/specification/2026-07-28/basic/versioning, compatibility matrix): a body whose
  * `params._meta` claims a protocol version is served statelessly (2026-07-28); initialize, any other POST,
  * GET and DELETE belong to the handshake era. Everything below this edge throws; errors are mapped here.
  */

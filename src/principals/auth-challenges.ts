@@ -64,7 +64,8 @@ export class AuthChallengeException extends HttpException {
 }
 
 /**
- * Builds the 401 and 403 challenges of MCP authorization (mcp-wire §6): every one names the RFC 9728
+ * Builds the 401 and 403 challenges of MCP authorization
+ * (https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization#error-handling): every one names the RFC 9728
  * document; 401 carries the scopes the endpoint needs and `error="invalid_token"` when a credential was
  * presented and refused; 403 carries `error="insufficient_scope"` and all the scopes the operation needs.
  */

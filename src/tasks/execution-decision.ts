@@ -5,7 +5,8 @@ import type { TaskEra } from './task.types.js';
  * How a tools/call runs, decided in one place for every transport. Inputs are what the tool declared
  * (`taskSupport`, absent = forbidden), what the client asked for on this request, and the era:
  *
- * handshake era (2025-11-25; mcp-wire.md §2.2): the client asks with `params.task`.
+ * handshake era (2025-11-25; https://modelcontextprotocol.io/specification/2025-11-25/basic/utilities/tasks#tool-level-negotiation):
+ * the client asks with `params.task`.
  *   | taskSupport | params.task | decision                                   |
  *   | forbidden   | absent      | inline                                     |
  *   | forbidden   | present     | refuse: method_not_found (-32601, SHOULD)  |

@@ -1,7 +1,8 @@
 import type { TaskSnapshot } from './task.types.js';
 
 /**
- * A task in each era's vocabulary (mcp-wire.md §2.4 and §3.4). The handshake era nests the task and speaks
+ * A task in each era's vocabulary (https://modelcontextprotocol.io/specification/2025-11-25/basic/utilities/tasks#data-types and
+ * https://modelcontextprotocol.io/extensions/tasks/overview). The handshake era nests the task and speaks
  * `ttl`/`pollInterval`; the extension era is flat and speaks `ttlMs`/`pollIntervalMs`, and its detailed form
  * inlines the result, the error or the outstanding input requests.
  */

@@ -44,7 +44,8 @@ async function readRawFor(
 
 /**
  * The handshake era (2025-11-25 and older) on raw HTTP: the session rules, the GET stream, the Accept and
- * version headers, and the choice between a JSON and an SSE answer (mcp-wire.md §5.1).
+ * version headers, and the choice between a JSON and an SSE answer
+ * (https://modelcontextprotocol.io/specification/2025-11-25/basic/transports#streamable-http).
  */
 describe('MCP handshake era over raw Streamable HTTP', () => {
   let db: TestDatabase;

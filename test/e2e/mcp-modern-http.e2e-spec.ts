@@ -82,7 +82,11 @@ function expectError(a: RpcAnswer, status: number, code: number, message?: RegEx
   if (message) expect(a.json.error.message).toMatch(message);
 }
 
-/** The stateless 2026-07-28 era on raw HTTP (mcp-wire.md §3.1, §3.12, §5.2). */
+/**
+ * The stateless 2026-07-28 era on raw HTTP (https://modelcontextprotocol.io/specification/2026-07-28/basic,
+ * https://modelcontextprotocol.io/specification/2026-07-28/basic/patterns/mrtr,
+ * https://modelcontextprotocol.io/specification/2026-07-28/basic/transports/streamable-http).
+ */
 describe('MCP 2026-07-28 over raw Streamable HTTP', () => {
   let db: TestDatabase;
   let app: INestApplication;
