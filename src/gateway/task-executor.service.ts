@@ -1,4 +1,5 @@
 import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import { JsonRpcError } from '../common/json-rpc-error.js';
 import { JSONRPC } from '../protocol/json-rpc.js';
 import { McpMethodsService } from '../protocol/mcp-methods.service.js';
 import { InputRequiredSignal, MrtrInput } from '../protocol/mrtr-input.js';
@@ -15,7 +16,6 @@ import type {
   TaskWorkExecutor,
 } from '../tasks/task.types.js';
 import {
-  McpProtocolError,
   type ElicitParams,
   type ElicitResult,
   type InputApi,
@@ -113,7 +113,7 @@ export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
       return { kind: 'completed', result };
     } catch (err) {
       if (err instanceof InputRequiredSignal) return { kind: 'input_required', requests: err.requests };
-      if (err instanceof McpProtocolError) {
+      if (err instanceof JsonRpcError) {
         return {
           kind: 'failed',
           error: {

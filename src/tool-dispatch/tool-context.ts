@@ -1,4 +1,5 @@
 import type { Principal } from '../principals/principal.js';
+import { JsonRpcError } from '../common/json-rpc-error.js';
 
 /**
  * The contract between tool handlers and the server. Part of the public tool-author API
@@ -99,14 +100,9 @@ export interface ToolContext {
  * A plain Error thrown by a tool becomes `{ isError: true }` with its message; this one becomes
  * `{ error: { code, message, data } }` (and a task ends `failed`).
  */
-export class McpProtocolError extends Error {
-  constructor(
-    readonly code: number,
-    message: string,
-    readonly data?: unknown,
-  ) {
-    super(message);
-    this.name = 'McpProtocolError';
+export class McpProtocolError extends JsonRpcError {
+  constructor(code: number, message: string, data?: unknown) {
+    super(code, message, data);
   }
 }
 

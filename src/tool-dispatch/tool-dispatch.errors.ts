@@ -1,3 +1,5 @@
+import { DomainError } from '../common/domain-error.js';
+
 /** Why dispatch refused or failed. The protocol layer maps each code to a JSON-RPC error once, at the edge. */
 export enum ToolDispatchErrorCode {
   /** `tools/call` named no registered tool. */
@@ -17,14 +19,13 @@ export enum ToolDispatchErrorCode {
 }
 
 /** The one error class of tool dispatch. `data` is safe to show to the client; it never holds a stack. */
-export class ToolDispatchError extends Error {
+export class ToolDispatchError extends DomainError<ToolDispatchErrorCode> {
   constructor(
-    readonly code: ToolDispatchErrorCode,
+    code: ToolDispatchErrorCode,
     message: string,
     readonly data?: Record<string, unknown>,
   ) {
-    super(message);
-    this.name = 'ToolDispatchError';
+    super(code, message);
   }
 }
 

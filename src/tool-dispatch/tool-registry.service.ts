@@ -1,9 +1,10 @@
 import { correlationId, internalErrorText, isInfrastructureFault } from '../common/internal-fault.js';
+import { JsonRpcError } from '../common/json-rpc-error.js';
 import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import type { Principal } from '../principals/principal.js';
 import { capProblems, MAX_PROBLEMS } from './schema/input-validator.js';
 import { completionKey, type ToolCatalog, type ToolDefinition } from './tool-catalog.js';
-import { McpControlSignal, McpProtocolError, type JsonObject, type ToolContext } from './tool-context.js';
+import { McpControlSignal, type JsonObject, type ToolContext } from './tool-context.js';
 import { ECHO_URI_CHARS, echoed, ToolDispatchError, ToolDispatchErrorCode } from './tool-dispatch.errors.js';
 import type {
   CallToolResult,
@@ -110,7 +111,7 @@ export class ToolRegistry implements OnModuleInit {
    * `{ content: [{ type: 'text', text: err.message }], isError: true }`, never with a stack; an infrastructure
    * error (PostgreSQL, driver, TypeORM, socket) becomes `Internal error (correlation id …)` instead, its text
    * logged only. These propagate
-   * unchanged instead: `McpProtocolError` (becomes a JSON-RPC error), `McpControlSignal` subclasses (server
+   * unchanged instead: `McpProtocolError` and the server's own wire errors (any `JsonRpcError`: it becomes a JSON-RPC error), `McpControlSignal` subclasses (server
    * control flow such as "input required"), and anything thrown once `ctx.signal` has aborted (the call was
    * cancelled; there is nobody to report a tool error to).
    *
@@ -147,7 +148,7 @@ export class ToolRegistry implements OnModuleInit {
     try {
       returned = await tool.handler(checked.value, ctx);
     } catch (err) {
-      if (err instanceof McpProtocolError || err instanceof McpControlSignal || ctx.signal.aborted) throw err;
+      if (err instanceof JsonRpcError || err instanceof McpControlSignal || ctx.signal.aborted) throw err;
       if (isInfrastructureFault(err)) {
         // Database and driver text names tables, hosts and roles: the caller gets an id to quote, the log the rest.
         const id = correlationId();
