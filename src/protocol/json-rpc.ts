@@ -1,5 +1,6 @@
 /** JSON-RPC 2.0 message shapes and the standard and MCP error codes. */
 import { JSONRPC } from '../common/json-rpc-codes.js';
+import { isJsonObject } from '../common/json.js';
 
 export type JsonRpcId = string | number;
 
@@ -37,10 +38,6 @@ export type IncomingMessage =
 // The numbers live in common/ so that each feature's error mapper can use them without importing protocol/.
 export { JSONRPC };
 
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
 function isId(v: unknown): v is JsonRpcId {
   return (typeof v === 'string' && v.length <= 256) || (typeof v === 'number' && Number.isFinite(v));
 }
@@ -57,14 +54,14 @@ export class InvalidMessageError extends Error {
 
 /** Classifies one parsed JSON body. Batches are refused by the caller before this point. */
 export function classifyMessage(body: unknown): IncomingMessage {
-  if (!isObject(body)) throw new InvalidMessageError('Invalid Request: expected a JSON-RPC object', null);
+  if (!isJsonObject(body)) throw new InvalidMessageError('Invalid Request: expected a JSON-RPC object', null);
   const id = isId(body.id) ? body.id : null;
   if (body.jsonrpc !== '2.0') throw new InvalidMessageError('Invalid Request: jsonrpc must be "2.0"', id);
   if ('method' in body) {
     if (typeof body.method !== 'string' || body.method.length === 0 || body.method.length > 256) {
       throw new InvalidMessageError('Invalid Request: method must be a non-empty string', id);
     }
-    if (body.params !== undefined && !isObject(body.params)) {
+    if (body.params !== undefined && !isJsonObject(body.params)) {
       throw new InvalidMessageError('Invalid Request: params must be an object', id);
     }
     if ('id' in body) {
@@ -76,14 +73,14 @@ export function classifyMessage(body: unknown): IncomingMessage {
   }
   if ('result' in body || 'error' in body) {
     if (!isId(body.id)) throw new InvalidMessageError('Invalid Request: a response needs an id', null);
-    if ('result' in body && !isObject(body.result)) {
+    if ('result' in body && !isJsonObject(body.result)) {
       throw new InvalidMessageError('Invalid Request: result must be an object', id);
     }
     // JSON-RPC 2.0 §5.1: the code is an integer and the message a string. A code like 7000000.5 would be
     // relayed to whoever waits for the answer, and a message of any other type would become its text.
     if (
       'error' in body &&
-      (!isObject(body.error) ||
+      (!isJsonObject(body.error) ||
         !Number.isSafeInteger(body.error.code) ||
         typeof body.error.message !== 'string')
     ) {

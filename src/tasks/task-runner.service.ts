@@ -37,6 +37,7 @@ import {
   type WorkerFence,
   type WorkerWriteResult,
 } from './tasks.repository.js';
+import { errorMessage } from '../common/error-message.js';
 
 /** One run of a task on this instance: a task id at one generation (a resume is a new run). */
 interface RunningTask {
@@ -580,5 +581,5 @@ function sleep(ms: number): Promise<void> {
 }
 
 function describe(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
+  return errorMessage(err);
 }

@@ -22,6 +22,8 @@ import type {
   ToolDescriptor,
 } from './tool-dispatch.types.js';
 import { ToolExplorer } from './tool-explorer.service.js';
+import { isJsonObject } from '../common/json.js';
+import { errorMessage } from '../common/error-message.js';
 
 /** The most values one `completion/complete` answer may carry (MCP limit). */
 export const MAX_COMPLETION_VALUES = 100;
@@ -158,7 +160,7 @@ export class ToolRegistry implements OnModuleInit {
         );
         return { content: [{ type: 'text', text: internalErrorText(id) }], isError: true };
       }
-      const message = err instanceof Error ? err.message : String(err);
+      const message = errorMessage(err);
       this.logger.warn(`Tool ${name} (${tool.source}) reported an error: ${message}`);
       return { content: [{ type: 'text', text: message || `Tool ${name} failed` }], isError: true };
     }
@@ -310,7 +312,7 @@ export class ToolRegistry implements OnModuleInit {
         throw invalidResult(name, ['the handler returned a string but the tool declares an output schema']);
       return { content: [{ type: 'text', text: returned }] };
     }
-    if (isObject(returned) && Array.isArray(returned.content)) {
+    if (isJsonObject(returned) && Array.isArray(returned.content)) {
       const result = { ...returned } as unknown as CallToolResult;
       if (tool.output && result.isError !== true) {
         if (result.structuredContent === undefined) {
@@ -330,7 +332,7 @@ export class ToolRegistry implements OnModuleInit {
   /** Validates against the output schema; returns a plain JSON copy (a DTO output is validated, not sent). */
   private async checkOutput(tool: ToolDefinition, value: unknown): Promise<JsonObject> {
     const plain = JSON.parse(JSON.stringify(value)) as unknown;
-    if (!isObject(plain))
+    if (!isJsonObject(plain))
       throw invalidResult(tool.descriptor.name, ['structuredContent must be a JSON object']);
     const checked = await tool.output!.validate(plain, 'structuredContent');
     if (!checked.ok) throw invalidResult(tool.descriptor.name, checked.problems);
@@ -340,10 +342,6 @@ export class ToolRegistry implements OnModuleInit {
 
 function compare(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
-}
-
-function isObject(value: unknown): value is JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function invalidArguments(
@@ -401,9 +399,9 @@ function normaliseResource(uri: string, mimeType: string | undefined, returned: 
     return { contents: [fill({ mimeType: mimeType ?? 'application/octet-stream', blob })] };
   }
   if (Array.isArray(returned)) return { contents: returned.map((item) => fill(item as JsonObject)) };
-  if (isObject(returned) && Array.isArray(returned.contents))
+  if (isJsonObject(returned) && Array.isArray(returned.contents))
     return returned as unknown as ReadResourceResult;
-  if (isObject(returned) && (typeof returned.text === 'string' || typeof returned.blob === 'string')) {
+  if (isJsonObject(returned) && (typeof returned.text === 'string' || typeof returned.blob === 'string')) {
     return { contents: [fill(returned)] };
   }
   throw new Error(`Resource handler for ${uri} returned an unsupported value`);
@@ -418,7 +416,7 @@ function normalisePrompt(prompt: PromptDescriptor, returned: unknown): GetPrompt
   }
   if (Array.isArray(returned))
     return { description: prompt.description, messages: returned as PromptMessage[] };
-  if (isObject(returned) && Array.isArray(returned.messages)) {
+  if (isJsonObject(returned) && Array.isArray(returned.messages)) {
     return { description: prompt.description, ...(returned as unknown as GetPromptResult) };
   }
   throw new Error(`Prompt handler for ${prompt.name} returned an unsupported value`);
