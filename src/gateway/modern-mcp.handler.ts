@@ -17,6 +17,7 @@ import { ModernChannel } from './response-channel.js';
 import { SseStreams } from './sse-streams.service.js';
 import { SseWriter } from './sse-writer.js';
 import { isJsonObject } from '../common/json.js';
+import { progressTokenOf } from '../common/progress-token.js';
 
 type Params = Record<string, unknown>;
 type ModernMethod = (params: Params, ctx: RequestContext) => Promise<Record<string, unknown>>;
@@ -190,10 +191,7 @@ export class ModernMcpHandler {
     const mrtr = MRTR_METHODS.has(m.method);
     const answers = mrtr ? this.answersFor(params, m.method, principal) : {};
     const input = new MrtrInput(answers, caps);
-    const progressToken =
-      typeof meta.progressToken === 'string' || typeof meta.progressToken === 'number'
-        ? meta.progressToken
-        : undefined;
+    const progressToken = progressTokenOf(meta);
     const logLevel = meta[META.LOG_LEVEL];
     const ctx: RequestContext = {
       era: 'modern',

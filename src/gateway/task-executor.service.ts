@@ -27,6 +27,7 @@ import { ClientRequestsService } from './client-requests.service.js';
 import { STANDALONE_STREAM, StreamHub } from './stream-hub.service.js';
 import { isJsonObject } from '../common/json.js';
 import { errorMessage } from '../common/error-message.js';
+import { progressTokenOf } from '../common/progress-token.js';
 
 type Params = Record<string, unknown>;
 
@@ -137,10 +138,7 @@ export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
     let clientCapabilities: Params;
     let protocolVersion: string;
     let notify: RequestContext['notify'] = async () => undefined;
-    const progressToken =
-      typeof meta.progressToken === 'string' || typeof meta.progressToken === 'number'
-        ? meta.progressToken
-        : undefined;
+    const progressToken = progressTokenOf(meta);
 
     if (task.era === 'modern') {
       const caps = meta[META.CLIENT_CAPABILITIES];

@@ -1,4 +1,5 @@
 import type { Principal } from '../principals/principal.js';
+import type { JsonObject } from '../common/json.js';
 import { JsonRpcError } from '../common/json-rpc-error.js';
 
 /**
@@ -11,7 +12,7 @@ export type TaskSupport = 'forbidden' | 'optional' | 'required';
 export type LoggingLevel =
   'debug' | 'info' | 'notice' | 'warning' | 'error' | 'critical' | 'alert' | 'emergency';
 
-export type JsonObject = { [key: string]: unknown };
+export type { JsonObject };
 
 /** Parameters of an `elicitation/create` request (form mode): a message and a flat JSON Schema object. */
 export interface ElicitParams extends JsonObject {

@@ -30,7 +30,7 @@ export class ToolDispatchError extends DomainError<ToolDispatchErrorCode> {
 }
 
 /** Longest client-chosen name an error repeats (a URI gets more: clients match data.uri). */
-export const ECHO_NAME_CHARS = 256;
+const ECHO_NAME_CHARS = 256;
 export const ECHO_URI_CHARS = 2048;
 
 /**
