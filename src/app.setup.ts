@@ -118,11 +118,12 @@ export function configureApp(app: INestApplication): void {
       quotas.checkAddressRate(req.socket.remoteAddress ?? 'unknown');
     } catch (err) {
       if (!(err instanceof QuotaExceededError)) throw err;
+      const { code, message, data } = mapQuotaError(err);
       res.setHeader('Retry-After', String(err.retryAfterSeconds ?? 1));
       res.status(429).json({
         jsonrpc: '2.0',
         id: null,
-        error: (({ code, message, data }) => ({ code, message, data }))(mapQuotaError(err)),
+        error: { code, message, data },
       });
       return;
     }
