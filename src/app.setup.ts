@@ -6,6 +6,7 @@ import { AppConfig } from './config/app-config.js';
 import { LifecycleService } from './lifecycle/lifecycle.service.js';
 import { requestContext } from './logging/request-context.js';
 import { MetricsService } from './metrics/metrics.service.js';
+import { mapQuotaError } from './quotas/quota.error-mapper.js';
 import { QuotaExceededError } from './quotas/quota.errors.js';
 import { QuotaService } from './quotas/quota.service.js';
 import { checkJsonShape, JsonShapeError, utf8Bytes } from './protocol/json-shape.js';
@@ -117,11 +118,12 @@ export function configureApp(app: INestApplication): void {
       quotas.checkAddressRate(req.socket.remoteAddress ?? 'unknown');
     } catch (err) {
       if (!(err instanceof QuotaExceededError)) throw err;
+      const { code, message, data } = mapQuotaError(err);
       res.setHeader('Retry-After', String(err.retryAfterSeconds ?? 1));
       res.status(429).json({
         jsonrpc: '2.0',
         id: null,
-        error: { code: err.code, message: err.message, data: err.data },
+        error: { code, message, data },
       });
       return;
     }

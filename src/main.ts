@@ -3,6 +3,7 @@ import type { Server } from 'node:http';
 import { ConfigValidationError, loadConfig } from './config/load-config.js';
 import type { EmbeddedPostgresHandle } from './database/embedded-postgres.js';
 import { startTracing } from './telemetry/tracing-sdk.js';
+import { errorMessage } from './common/error-message.js';
 
 async function bootstrap(): Promise<void> {
   let config;
@@ -40,7 +41,7 @@ async function bootstrap(): Promise<void> {
   // A promise nobody awaited must not take every session and task of this instance down with it.
   process.on('unhandledRejection', (reason: unknown) => {
     logger.error(
-      `unhandled rejection: ${reason instanceof Error ? reason.message : String(reason)}`,
+      `unhandled rejection: ${errorMessage(reason)}`,
       reason instanceof Error ? reason.stack : undefined,
       'Process',
     );
@@ -78,13 +79,13 @@ async function bootstrap(): Promise<void> {
     const port = typeof address === 'object' && address ? address.port : config.PORT;
     logger.log(`listening on http://${config.HOST}:${port}`, 'Bootstrap');
   } catch (err) {
-    logger.fatal(`startup failed: ${err instanceof Error ? err.message : String(err)}`, 'Bootstrap');
+    logger.fatal(`startup failed: ${errorMessage(err)}`, 'Bootstrap');
     await embedded?.stop().catch(() => undefined);
     process.exit(1);
   }
 }
 
 bootstrap().catch((err: unknown) => {
-  process.stderr.write(`fatal: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.stderr.write(`fatal: ${errorMessage(err)}\n`);
   process.exit(1);
 });

@@ -8,6 +8,7 @@ import { AppConfig } from '../config/app-config.js';
 import { HealthService } from '../health/health.service.js';
 import { InstancesService } from '../instances/instances.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';
+import { errorMessage } from '../common/error-message.js';
 
 export type BusHandler = (
   payload: Record<string, unknown>,
@@ -215,7 +216,7 @@ export class PgBusService implements OnModuleInit, OnApplicationShutdown {
     } catch (err) {
       if (this.client !== client) return false; // already replaced; not this connection's failure to report
       this.heartbeatFailures.inc();
-      const reason = `LISTEN heartbeat failed: ${err instanceof Error ? err.message : String(err)}`;
+      const reason = `LISTEN heartbeat failed: ${errorMessage(err)}`;
       this.heartbeatFailed = reason;
       this.lost(client, reason);
       return false;
@@ -258,7 +259,7 @@ export class PgBusService implements OnModuleInit, OnApplicationShutdown {
       );
       if (this.client !== client) throw new Error('LISTEN connection lost while it was set up');
     } catch (err) {
-      this.lost(client, err instanceof Error ? err.message : String(err));
+      this.lost(client, errorMessage(err));
       throw err;
     }
     this.connected = true;
@@ -322,7 +323,7 @@ export class PgBusService implements OnModuleInit, OnApplicationShutdown {
           },
           (err: unknown) => {
             this.reconnects.inc({ result: 'error' });
-            this.logger.warn(`LISTEN reconnect failed: ${err instanceof Error ? err.message : String(err)}`);
+            this.logger.warn(`LISTEN reconnect failed: ${errorMessage(err)}`);
             tryAgain();
           },
         );
@@ -353,9 +354,7 @@ export class PgBusService implements OnModuleInit, OnApplicationShutdown {
       try {
         h(payload, meta);
       } catch (err) {
-        this.logger.error(
-          `bus handler on ${channel} failed: ${err instanceof Error ? err.message : String(err)}`,
-        );
+        this.logger.error(`bus handler on ${channel} failed: ${errorMessage(err)}`);
       }
     }
   }

@@ -15,6 +15,7 @@ import { CliUsageError, ExitCode } from './cli-args.js';
 import { buildCliServices, type CliServices } from './cli-context.js';
 import { runMigrationsCommand } from './migrate-command.js';
 import { runApiKeyCommand, runPrincipalsCommand } from './principal-commands.js';
+import { errorMessage } from '../common/error-message.js';
 import { SCHEMA } from '../schema.js';
 
 export type { CliIo } from './admin-commands.js';
@@ -96,7 +97,7 @@ export async function runCli(
   try {
     await ds.initialize();
   } catch (err) {
-    io.err(`cannot connect to the database: ${err instanceof Error ? err.message : String(err)}`);
+    io.err(`cannot connect to the database: ${errorMessage(err)}`);
     return ExitCode.FAILED;
   }
   try {
@@ -108,9 +109,7 @@ export async function runCli(
       return ExitCode.USAGE;
     }
     const known = describeCommandError(err);
-    io.err(
-      known ?? `failed: ${err instanceof Error ? err.message : String(err)} (are the migrations applied?)`,
-    );
+    io.err(known ?? `failed: ${errorMessage(err)} (are the migrations applied?)`);
     return ExitCode.FAILED;
   } finally {
     await ds.destroy();

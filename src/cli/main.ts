@@ -1,4 +1,5 @@
 import { runCli } from './cli.js';
+import { errorMessage } from '../common/error-message.js';
 
 runCli(process.argv.slice(2), process.env, {
   out: (line) => process.stdout.write(`${line}\n`),
@@ -8,7 +9,7 @@ runCli(process.argv.slice(2), process.env, {
     process.exitCode = code;
   },
   (err: unknown) => {
-    process.stderr.write(`fatal: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.stderr.write(`fatal: ${errorMessage(err)}\n`);
     process.exitCode = 1;
   },
 );

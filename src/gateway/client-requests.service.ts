@@ -10,6 +10,7 @@ import { McpProtocolError } from '../tool-dispatch/tool-context.js';
 import { RetryBackoff } from './retry-backoff.js';
 import { StreamHub } from './stream-hub.service.js';
 import { captureTraceContext } from '../telemetry/trace-context.js';
+import { errorMessage } from '../common/error-message.js';
 
 const CHANNEL = 'mcp_client_response';
 
@@ -175,9 +176,7 @@ export class ClientRequestsService implements OnModuleInit {
     try {
       await this.parked.forget(sessionId, requestId);
     } catch (err) {
-      this.logger.warn(
-        `could not forget a server-to-client request: ${err instanceof Error ? err.message : String(err)}`,
-      );
+      this.logger.warn(`could not forget a server-to-client request: ${errorMessage(err)}`);
     }
   }
 
@@ -193,9 +192,7 @@ export class ClientRequestsService implements OnModuleInit {
       }
     } catch (err) {
       // The row stays parked, and the NOTIFY that announced it is spent: try again until the wait ends.
-      this.logger.warn(
-        `could not collect a client response: ${err instanceof Error ? err.message : String(err)}; retrying`,
-      );
+      this.logger.warn(`could not collect a client response: ${errorMessage(err)}; retrying`);
       waiter.retry.failed();
     }
   }

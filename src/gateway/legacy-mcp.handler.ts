@@ -28,6 +28,7 @@ import { McpRequestExecutor } from './mcp-request.executor.js';
 import { LegacyChannel } from './response-channel.js';
 import { SseWriter } from './sse-writer.js';
 import { formatEventId, parseEventId, STANDALONE_STREAM, StreamHub } from './stream-hub.service.js';
+import { progressTokenOf } from '../common/progress-token.js';
 
 type Params = Record<string, unknown>;
 
@@ -285,10 +286,7 @@ export class LegacyMcpHandler {
     }
     const params = m.params ?? {};
     const meta = (params._meta ?? {}) as Params;
-    const progressToken =
-      typeof meta.progressToken === 'string' || typeof meta.progressToken === 'number'
-        ? meta.progressToken
-        : undefined;
+    const progressToken = progressTokenOf(meta);
     const ctx: RequestContext & { session: McpSession } = {
       era: 'legacy',
       protocolVersion: session.protocolVersion,

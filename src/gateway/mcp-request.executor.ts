@@ -4,6 +4,7 @@ import { errorResponse, resultResponse, type JsonRpcId } from '../protocol/json-
 import type { Era } from '../protocol/request-context.js';
 import { currentOperation } from '../telemetry/mcp-operation.js';
 import type { ResponseChannel } from './response-channel.js';
+import { errorMessage } from '../common/error-message.js';
 
 /**
  * Runs one request handler and sends its outcome on the channel: the result, or the error mapped once
@@ -42,7 +43,7 @@ export class McpRequestExecutor {
       if (outcome.ok) await channel.respond(resultResponse(id, outcome.result));
       else await channel.respond(errorResponse(id, outcome.mapped.error), outcome.mapped.httpStatus);
     } catch (err) {
-      this.logger.warn(`could not deliver the response: ${err instanceof Error ? err.message : String(err)}`);
+      this.logger.warn(`could not deliver the response: ${errorMessage(err)}`);
       await this.answerUndeliverable(era, id, channel, err);
     }
   }
@@ -62,9 +63,7 @@ export class McpRequestExecutor {
     try {
       await channel.respond(errorResponse(id, mapped.error), mapped.httpStatus);
     } catch (err) {
-      this.logger.warn(
-        `could not deliver the error either: ${err instanceof Error ? err.message : String(err)}`,
-      );
+      this.logger.warn(`could not deliver the error either: ${errorMessage(err)}`);
       channel.end();
     }
   }

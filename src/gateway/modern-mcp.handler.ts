@@ -16,6 +16,8 @@ import { McpRequestExecutor } from './mcp-request.executor.js';
 import { ModernChannel } from './response-channel.js';
 import { SseStreams } from './sse-streams.service.js';
 import { SseWriter } from './sse-writer.js';
+import { isJsonObject } from '../common/json.js';
+import { progressTokenOf } from '../common/progress-token.js';
 
 type Params = Record<string, unknown>;
 type ModernMethod = (params: Params, ctx: RequestContext) => Promise<Record<string, unknown>>;
@@ -29,10 +31,6 @@ export type ListenFilter = (
 
 /** Methods of the handshake era that do not exist in 2026-07-28: 404 + -32601. */
 const MRTR_METHODS = new Set(['tools/call', 'prompts/get', 'resources/read']);
-
-function isObject(v: unknown): v is Params {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
 
 /**
  * The 2026-07-28 era: no session; every request carries its version, capabilities and identity in
@@ -67,7 +65,7 @@ export class ModernMcpHandler {
     m: { method: string; params?: Params; id?: unknown },
   ): { version: string; caps: Params; meta: Params } {
     const meta = m.params?._meta;
-    if (!isObject(meta)) throw ProtocolError.invalidParams('params._meta is required', undefined, 400);
+    if (!isJsonObject(meta)) throw ProtocolError.invalidParams('params._meta is required', undefined, 400);
     const version = meta[META.PROTOCOL_VERSION];
     if (typeof version !== 'string' || version.length === 0) {
       throw ProtocolError.invalidParams(
@@ -77,14 +75,14 @@ export class ModernMcpHandler {
       );
     }
     const caps = meta[META.CLIENT_CAPABILITIES];
-    if (!isObject(caps)) {
+    if (!isJsonObject(caps)) {
       throw ProtocolError.invalidParams(
         `params._meta["${META.CLIENT_CAPABILITIES}"] must be an object`,
         undefined,
         400,
       );
     }
-    if (meta[META.CLIENT_INFO] !== undefined && !isObject(meta[META.CLIENT_INFO])) {
+    if (meta[META.CLIENT_INFO] !== undefined && !isJsonObject(meta[META.CLIENT_INFO])) {
       throw ProtocolError.invalidParams(
         `params._meta["${META.CLIENT_INFO}"] must be an object`,
         undefined,
@@ -142,10 +140,10 @@ export class ModernMcpHandler {
   private checkParamHeaders(req: Request, params: Params): void {
     const tool = typeof params.name === 'string' ? this.registry.getTool(params.name) : undefined;
     const properties = tool?.inputSchema.properties;
-    if (!isObject(properties)) return;
-    const args = isObject(params.arguments) ? params.arguments : {};
+    if (!isJsonObject(properties)) return;
+    const args = isJsonObject(params.arguments) ? params.arguments : {};
     for (const [prop, schema] of Object.entries(properties)) {
-      const headerName = isObject(schema) ? schema['x-mcp-header'] : undefined;
+      const headerName = isJsonObject(schema) ? schema['x-mcp-header'] : undefined;
       if (typeof headerName !== 'string') continue;
       const raw = req.header(`mcp-param-${headerName}`);
       const value = args[prop];
@@ -193,10 +191,7 @@ export class ModernMcpHandler {
     const mrtr = MRTR_METHODS.has(m.method);
     const answers = mrtr ? this.answersFor(params, m.method, principal) : {};
     const input = new MrtrInput(answers, caps);
-    const progressToken =
-      typeof meta.progressToken === 'string' || typeof meta.progressToken === 'number'
-        ? meta.progressToken
-        : undefined;
+    const progressToken = progressTokenOf(meta);
     const logLevel = meta[META.LOG_LEVEL];
     const ctx: RequestContext = {
       era: 'modern',
@@ -241,7 +236,7 @@ export class ModernMcpHandler {
    */
   async listen(req: Request, res: Response, m: JsonRpcRequest, principal: Principal): Promise<void> {
     const { caps } = this.validate(req, m);
-    const filters = isObject(m.params?.notifications) ? m.params.notifications : {};
+    const filters = isJsonObject(m.params?.notifications) ? m.params.notifications : {};
     const agreed: Params = {};
     // List-changed filters are accepted; this server's lists are fixed at startup, so they never fire.
     for (const key of ['toolsListChanged', 'promptsListChanged', 'resourcesListChanged']) {
@@ -300,7 +295,7 @@ export class ModernMcpHandler {
 
   private answersFor(params: Params, method: string, principal: Principal): Record<string, unknown> {
     const responses = params.inputResponses;
-    if (responses !== undefined && !isObject(responses)) {
+    if (responses !== undefined && !isJsonObject(responses)) {
       throw ProtocolError.invalidParams('params.inputResponses must be an object', undefined, 400);
     }
     let earlier: Record<string, unknown> = {};
@@ -337,7 +332,7 @@ export class ModernMcpHandler {
       out.ttlMs ??= this.config.LIST_CACHE_TTL_MS;
       out.cacheScope ??= 'private';
     }
-    const meta = isObject(out._meta) ? out._meta : {};
+    const meta = isJsonObject(out._meta) ? out._meta : {};
     out._meta = { ...meta, [META.SERVER_INFO]: SERVER_INFO };
     if (method === 'server/discover') delete out.serverInfo;
     return out;

@@ -7,6 +7,7 @@ import { SseEventsRepository } from '../sessions/sse-events.repository.js';
 import { RetryBackoff } from './retry-backoff.js';
 import type { SseWriter } from './sse-writer.js';
 import { SseStreams } from './sse-streams.service.js';
+import { errorMessage } from '../common/error-message.js';
 
 const CHANNEL = 'mcp_stream';
 export const STANDALONE_STREAM = 'g';
@@ -104,9 +105,7 @@ export class StreamHub implements OnModuleInit, OnApplicationShutdown {
     try {
       await this.notify(k);
     } catch (err) {
-      this.logger.warn(
-        `stream wake-up failed: ${err instanceof Error ? err.message : String(err)}; retrying`,
-      );
+      this.logger.warn(`stream wake-up failed: ${errorMessage(err)}; retrying`);
       if (this.unannounced.size >= MAX_UNANNOUNCED) {
         // Bounded: such a stream is sent at its holder's next wake-up or resync instead.
         this.logger.warn(`more than ${MAX_UNANNOUNCED} streams wait for a wake-up; not remembering more`);
@@ -235,7 +234,7 @@ export class StreamHub implements OnModuleInit, OnApplicationShutdown {
     } catch (err) {
       // The wake-up that asked for this drain is spent; without a retry the events already logged would wait
       // for the next change or a LISTEN reconnect, which may never come.
-      this.logger.warn(`stream drain failed: ${err instanceof Error ? err.message : String(err)}; retrying`);
+      this.logger.warn(`stream drain failed: ${errorMessage(err)}; retrying`);
       holder.retry.failed();
     }
   }

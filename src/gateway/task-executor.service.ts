@@ -1,4 +1,5 @@
 import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import { JsonRpcError } from '../common/json-rpc-error.js';
 import { JSONRPC } from '../protocol/json-rpc.js';
 import { McpMethodsService } from '../protocol/mcp-methods.service.js';
 import { InputRequiredSignal, MrtrInput } from '../protocol/mrtr-input.js';
@@ -15,7 +16,6 @@ import type {
   TaskWorkExecutor,
 } from '../tasks/task.types.js';
 import {
-  McpProtocolError,
   type ElicitParams,
   type ElicitResult,
   type InputApi,
@@ -25,12 +25,11 @@ import {
 } from '../tool-dispatch/tool-context.js';
 import { ClientRequestsService } from './client-requests.service.js';
 import { STANDALONE_STREAM, StreamHub } from './stream-hub.service.js';
+import { isJsonObject } from '../common/json.js';
+import { errorMessage } from '../common/error-message.js';
+import { progressTokenOf } from '../common/progress-token.js';
 
 type Params = Record<string, unknown>;
-
-function isObject(v: unknown): v is Params {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
 
 /** Wire keys are `r<round>.<local key>`; the handler knows only its local keys. */
 function localAnswers(wire: Readonly<Record<string, unknown>>): Record<string, unknown> {
@@ -113,7 +112,7 @@ export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
       return { kind: 'completed', result };
     } catch (err) {
       if (err instanceof InputRequiredSignal) return { kind: 'input_required', requests: err.requests };
-      if (err instanceof McpProtocolError) {
+      if (err instanceof JsonRpcError) {
         return {
           kind: 'failed',
           error: {
@@ -134,22 +133,19 @@ export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
     knownSession?: SessionView,
   ): Promise<TaskOutcome> {
     const params = task.requestParams;
-    const meta = isObject(params._meta) ? params._meta : {};
+    const meta = isJsonObject(params._meta) ? params._meta : {};
     let input: InputApi;
     let clientCapabilities: Params;
     let protocolVersion: string;
     let notify: RequestContext['notify'] = async () => undefined;
-    const progressToken =
-      typeof meta.progressToken === 'string' || typeof meta.progressToken === 'number'
-        ? meta.progressToken
-        : undefined;
+    const progressToken = progressTokenOf(meta);
 
     if (task.era === 'modern') {
       const caps = meta[META.CLIENT_CAPABILITIES];
       const version = meta[META.PROTOCOL_VERSION];
-      clientCapabilities = isObject(caps) ? caps : {};
+      clientCapabilities = isJsonObject(caps) ? caps : {};
       protocolVersion = typeof version === 'string' ? version : '2026-07-28';
-      const synchronous = isObject(params.inputResponses) ? params.inputResponses : {};
+      const synchronous = isJsonObject(params.inputResponses) ? params.inputResponses : {};
       input = new MrtrInput({ ...synchronous, ...localAnswers(ctx.answers) }, clientCapabilities);
     } else {
       // A session's capabilities and version are fixed at initialize: the creating request's view is as
@@ -169,9 +165,7 @@ export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
               params: { ...p, _meta: { [META.RELATED_TASK]: { taskId: task.id } } },
             });
           } catch (err) {
-            this.logger.warn(
-              `task ${task.id}: ${method} not delivered: ${err instanceof Error ? err.message : String(err)}`,
-            );
+            this.logger.warn(`task ${task.id}: ${method} not delivered: ${errorMessage(err)}`);
           }
         };
       }

@@ -6,6 +6,7 @@ import { LifecycleService } from '../lifecycle/lifecycle.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { msSinceRetryableFault } from '../common/internal-fault.js';
 import { probeFailureReason } from './probe-failure.js';
+import { errorMessage } from '../common/error-message.js';
 
 export type CheckResult = { status: 'up' } | { status: 'down'; reason: string };
 export type ReadinessCheck = () => Promise<CheckResult>;
@@ -199,9 +200,7 @@ export class HealthService {
 
   private down(name: string, err: unknown): CheckResult {
     const reason = err instanceof ProbeTimeout ? 'timeout' : probeFailureReason(err);
-    this.logger.warn(
-      `readiness check ${name} down (${reason}): ${err instanceof Error ? err.message : String(err)}`,
-    );
+    this.logger.warn(`readiness check ${name} down (${reason}): ${errorMessage(err)}`);
     return { status: 'down', reason };
   }
 }

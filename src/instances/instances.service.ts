@@ -5,6 +5,7 @@ import { hostname } from 'node:os';
 import { AppConfig } from '../config/app-config.js';
 import { BUILD_VERSION } from '../common/build-info.js';
 import { InstancesRepository } from './instances.repository.js';
+import { errorMessage } from '../common/error-message.js';
 
 const HEARTBEAT_JOB = 'instance-heartbeat';
 
@@ -32,7 +33,7 @@ export class InstancesService implements OnApplicationBootstrap, OnApplicationSh
     const timer = setInterval(() => {
       this.repo.heartbeat(this.instanceId).catch((err: unknown) => {
         this.noteDbError();
-        this.logger.warn(`heartbeat failed: ${err instanceof Error ? err.message : String(err)}`);
+        this.logger.warn(`heartbeat failed: ${errorMessage(err)}`);
       });
     }, this.config.INSTANCE_HEARTBEAT_MS);
     timer.unref();

@@ -9,6 +9,7 @@ import { startTaskSpan } from '../telemetry/task-spans.js';
 import { tracer } from '../telemetry/tracer.js';
 import { TaskMetrics } from '../tasks/task-metrics.service.js';
 import { TasksRepository, type JanitorStep, type SweptTask } from '../tasks/tasks.repository.js';
+import { errorMessage } from '../common/error-message.js';
 
 const JOB = 'task-janitor';
 /** Startup recovery: at most this many batches (the periodic run picks up anything left). */
@@ -103,7 +104,7 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
           // No reading, no series: a value kept from before the outage would look current. Prometheus marks
           // the vanished series stale.
           this.reset();
-          logger.warn(`mcp_janitor_lag_seconds: ${err instanceof Error ? err.message : String(err)}`);
+          logger.warn(`mcp_janitor_lag_seconds: ${errorMessage(err)}`);
         }
       },
     });
@@ -119,12 +120,12 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
       const n = await this.recoverOrphans();
       if (n > 0) this.logger.warn(`failed ${n} task(s) left running by stopped instances`);
     } catch (err) {
-      this.logger.error(`startup recovery failed: ${err instanceof Error ? err.message : String(err)}`);
+      this.logger.error(`startup recovery failed: ${errorMessage(err)}`);
     }
     if (!this.config.JANITOR_ENABLED) return;
     const timer = setInterval(() => {
       this.runOnce().catch((err: unknown) => {
-        this.logger.warn(`janitor run failed: ${err instanceof Error ? err.message : String(err)}`);
+        this.logger.warn(`janitor run failed: ${errorMessage(err)}`);
       });
     }, this.config.JANITOR_INTERVAL_MS);
     timer.unref();
@@ -173,7 +174,7 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
     } catch (err) {
       span.setStatus({
         code: SpanStatusCode.ERROR,
-        message: err instanceof Error ? err.message : String(err),
+        message: errorMessage(err),
       });
       throw err;
     } finally {

@@ -3,6 +3,7 @@ import type { Server } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AppConfig } from '../config/app-config.js';
 import { LifecycleService } from './lifecycle.service.js';
+import { errorMessage } from '../common/error-message.js';
 
 /**
  * SIGTERM/SIGINT: turn readiness to 503 at once but keep serving for SHUTDOWN_DRAIN_DELAY_MS (each answer
@@ -53,11 +54,7 @@ export function installGracefulShutdown(
     run(signal).then(
       () => process.exit(0),
       (err: unknown) => {
-        logger.error(
-          `shutdown failed: ${err instanceof Error ? err.message : String(err)}`,
-          undefined,
-          'Shutdown',
-        );
+        logger.error(`shutdown failed: ${errorMessage(err)}`, undefined, 'Shutdown');
         process.exit(1);
       },
     );

@@ -2,6 +2,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import { AppConfig } from '../config/app-config.js';
 import { ApiKeysRepository } from './api-keys.repository.js';
 import type { Principal } from './principal.js';
+import { errorMessage } from '../common/error-message.js';
 
 const MAX_REMEMBERED_KEYS = 10_000;
 
@@ -37,7 +38,7 @@ export class CredentialWatch {
       (err: unknown) => {
         // A database blip must not cut every stream: the next tick asks again.
         this.keys.delete(id);
-        this.logger.warn(`API key check failed: ${err instanceof Error ? err.message : String(err)}`);
+        this.logger.warn(`API key check failed: ${errorMessage(err)}`);
         return true;
       },
     );

@@ -1,3 +1,5 @@
+import { DomainError } from '../common/domain-error.js';
+
 /**
  * Why a request could not be authenticated. A bounded set: it is the `reason` label of
  * `mcp_auth_failures_total`, so never add values derived from input.
@@ -43,13 +45,16 @@ const DESCRIPTIONS: Record<AuthFailureReason, string> = {
  * owned the credential (a JWT for oidc, an `mcpk_` key for apikey, identity headers for proxy), so its
  * reason wins over another strategy's "missing".
  */
-export class AuthFailure extends Error {
+export class AuthFailure extends DomainError<AuthFailureReason> {
   constructor(
-    readonly reason: AuthFailureReason,
+    reason: AuthFailureReason,
     readonly recognized = reason !== AuthFailureReason.Missing,
   ) {
-    super(DESCRIPTIONS[reason]);
-    this.name = 'AuthFailure';
+    super(reason, DESCRIPTIONS[reason]);
+  }
+
+  get reason(): AuthFailureReason {
+    return this.code;
   }
 }
 

@@ -5,29 +5,20 @@ import {
   noteRetryableFault,
 } from '../common/internal-fault.js';
 import { Logger } from '@nestjs/common';
-import { SessionError } from '../sessions/sessions.errors.js';
-import { McpProtocolError } from '../tool-dispatch/tool-context.js';
-import { TaskError, TaskErrorCode } from '../tasks/tasks.errors.js';
-import { ToolDispatchError, ToolDispatchErrorCode } from '../tool-dispatch/tool-dispatch.errors.js';
+import { DomainError } from '../common/domain-error.js';
+import { errorMessage } from '../common/error-message.js';
+import { errorMapperFor, type WireRefusal } from '../common/error-mappers.js';
+import { JsonRpcError } from '../common/json-rpc-error.js';
 import { JSONRPC, type JsonRpcErrorObject } from './json-rpc.js';
 import { ProtocolError } from './protocol.errors.js';
 import type { Era } from './request-context.js';
 import { RequestStateError } from './request-state.js';
 
 const logger = new Logger('McpErrors');
-const RESOURCE_NOT_FOUND_LEGACY = JSONRPC.RESOURCE_NOT_FOUND_LEGACY;
 
 export interface MappedError {
   error: JsonRpcErrorObject;
   httpStatus: number;
-}
-
-type Mapper = (err: Error, era: Era) => MappedError | undefined;
-const extraMappers: Mapper[] = [];
-
-/** Feature modules register how their domain errors look on the wire; the mapping still happens here, once. */
-export function registerErrorMapper(mapper: Mapper): void {
-  extraMappers.push(mapper);
 }
 
 /** Longest error message an answer (and the refusal's log line) carries, whatever text went into it. */
@@ -38,31 +29,32 @@ function rpc(code: number, text: string, data?: unknown): JsonRpcErrorObject {
   return data === undefined ? { code, message } : { code, message, data };
 }
 
-/** The one place that turns any error into a JSON-RPC error and an HTTP status. */
+/**
+ * The one place that turns any error into a JSON-RPC error and an HTTP status: wire errors (ProtocolError,
+ * the tool author's McpProtocolError) as they are, domain errors through the mapper their feature registered
+ * (common/error-mappers.ts), anything else as an internal error with a correlation id.
+ */
 export function mapError(err: unknown, era: Era): MappedError {
   if (err instanceof ProtocolError)
     return refused({ error: rpc(err.code, err.message, err.data), httpStatus: err.httpStatus }, era);
-  if (err instanceof McpProtocolError)
+  if (err instanceof JsonRpcError)
     return refused({ error: rpc(err.code, err.message, err.data), httpStatus: 200 }, era);
-  if (err instanceof SessionError)
-    return refused({ error: rpc(JSONRPC.SESSION_NOT_FOUND, 'Session not found'), httpStatus: 404 }, era);
   if (err instanceof RequestStateError) {
     return refused(
       { error: rpc(JSONRPC.INVALID_PARAMS, `Invalid requestState: ${err.message}`), httpStatus: 400 },
       era,
     );
   }
-  if (err instanceof Error) {
-    for (const m of extraMappers) {
-      const mapped = m(err, era);
-      if (mapped) return refused(mapped, era);
-    }
+  if (err instanceof DomainError) {
+    const domain = err as DomainError;
+    const wire = errorMapperFor(domain)?.(domain, era);
+    if (wire) return refused(fromWire(wire), era);
   }
   const id = correlationId();
   if (isDatabaseUnavailable(err)) {
     noteRetryableFault();
     // One line, no stack: during an outage every request lands here, and readiness already says why.
-    logger.warn(`database fault, retryable [${id}]: ${err instanceof Error ? err.message : String(err)}`);
+    logger.warn(`database fault, retryable [${id}]: ${errorMessage(err)}`);
     return {
       error: rpc(
         JSONRPC.INTERNAL_ERROR,
@@ -71,11 +63,12 @@ export function mapError(err: unknown, era: Era): MappedError {
       httpStatus: 503,
     };
   }
-  logger.error(
-    `unhandled error [${id}]: ${err instanceof Error ? err.message : String(err)}`,
-    err instanceof Error ? err.stack : undefined,
-  );
+  logger.error(`unhandled error [${id}]: ${errorMessage(err)}`, err instanceof Error ? err.stack : undefined);
   return { error: rpc(JSONRPC.INTERNAL_ERROR, internalErrorText(id)), httpStatus: 200 };
+}
+
+function fromWire(wire: WireRefusal): MappedError {
+  return { error: rpc(wire.code, wire.message, wire.data), httpStatus: wire.httpStatus ?? 200 };
 }
 
 /**
@@ -88,51 +81,3 @@ function refused(mapped: MappedError, era: Era): MappedError {
   }
   return mapped;
 }
-
-/** Tool dispatch refusals as the wire shows them. */
-registerErrorMapper((err, era) => {
-  if (!(err instanceof ToolDispatchError)) return undefined;
-  switch (err.code) {
-    case ToolDispatchErrorCode.TOOL_NOT_FOUND:
-    case ToolDispatchErrorCode.PROMPT_NOT_FOUND:
-      return { error: rpc(JSONRPC.INVALID_PARAMS, err.message, err.data), httpStatus: 200 };
-    case ToolDispatchErrorCode.INVALID_ARGUMENTS:
-      return { error: rpc(JSONRPC.INVALID_PARAMS, err.message, err.data), httpStatus: 200 };
-    case ToolDispatchErrorCode.RESOURCE_NOT_FOUND:
-      // 2025-11-25 names -32002 for an unknown resource; 2026-07-28 (SEP-2164) uses -32602 with data.uri.
-      return {
-        error: rpc(
-          era === 'legacy' ? RESOURCE_NOT_FOUND_LEGACY : JSONRPC.INVALID_PARAMS,
-          err.message,
-          err.data,
-        ),
-        httpStatus: 200,
-      };
-    case ToolDispatchErrorCode.INSUFFICIENT_SCOPE:
-      return { error: rpc(JSONRPC.SERVER_ERROR, `Forbidden: ${err.message}`, err.data), httpStatus: 403 };
-    case ToolDispatchErrorCode.INVALID_RESULT:
-    case ToolDispatchErrorCode.INVALID_DEFINITION:
-      logger.error(`tool dispatch failure: ${err.message}`);
-      return {
-        error: rpc(JSONRPC.INTERNAL_ERROR, 'Internal error: the tool produced an invalid result'),
-        httpStatus: 200,
-      };
-  }
-});
-
-/** Task registry refusals. A foreign task and a missing one get the very same answer. */
-registerErrorMapper((err) => {
-  if (!(err instanceof TaskError)) return undefined;
-  switch (err.code) {
-    case TaskErrorCode.TASK_NOT_FOUND:
-      return { error: rpc(JSONRPC.INVALID_PARAMS, 'Task not found'), httpStatus: 200 };
-    case TaskErrorCode.TASK_TERMINAL:
-    case TaskErrorCode.INVALID_CURSOR:
-    case TaskErrorCode.INPUT_LIMIT:
-    case TaskErrorCode.INVALID_ARGUMENT:
-      return { error: rpc(JSONRPC.INVALID_PARAMS, err.message), httpStatus: 200 };
-    case TaskErrorCode.LIMIT_EXCEEDED:
-    case TaskErrorCode.TASK_BUSY:
-      return { error: rpc(JSONRPC.SERVER_ERROR, err.message), httpStatus: 200 };
-  }
-});

@@ -1,4 +1,6 @@
 /** JSON-RPC 2.0 message shapes and the standard and MCP error codes. */
+import { JSONRPC } from '../common/json-rpc-codes.js';
+import { isJsonObject } from '../common/json.js';
 
 export type JsonRpcId = string | number;
 
@@ -33,29 +35,8 @@ export type IncomingMessage =
   | { kind: 'notification'; message: JsonRpcNotification }
   | { kind: 'response'; message: JsonRpcResponse };
 
-export const JSONRPC = {
-  PARSE_ERROR: -32700,
-  INVALID_REQUEST: -32600,
-  METHOD_NOT_FOUND: -32601,
-  INVALID_PARAMS: -32602,
-  INTERNAL_ERROR: -32603,
-  /** Implementation-defined server error (legacy range), used for transport-level refusals. */
-  SERVER_ERROR: -32000,
-  /** MCP 2025 era: unknown session (SDK convention). */
-  SESSION_NOT_FOUND: -32001,
-  /** MCP 2025-11-25: unknown resource (2026-07-28 answers -32602 instead). */
-  RESOURCE_NOT_FOUND_LEGACY: -32002,
-  /** MCP 2025-06-18+: URL elicitation required. */
-  URL_ELICITATION_REQUIRED: -32042,
-  /** MCP 2026-07-28. */
-  HEADER_MISMATCH: -32020,
-  MISSING_REQUIRED_CLIENT_CAPABILITY: -32021,
-  UNSUPPORTED_PROTOCOL_VERSION: -32022,
-} as const;
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
+// The numbers live in common/ so that each feature's error mapper can use them without importing protocol/.
+export { JSONRPC };
 
 function isId(v: unknown): v is JsonRpcId {
   return (typeof v === 'string' && v.length <= 256) || (typeof v === 'number' && Number.isFinite(v));
@@ -73,14 +54,14 @@ export class InvalidMessageError extends Error {
 
 /** Classifies one parsed JSON body. Batches are refused by the caller before this point. */
 export function classifyMessage(body: unknown): IncomingMessage {
-  if (!isObject(body)) throw new InvalidMessageError('Invalid Request: expected a JSON-RPC object', null);
+  if (!isJsonObject(body)) throw new InvalidMessageError('Invalid Request: expected a JSON-RPC object', null);
   const id = isId(body.id) ? body.id : null;
   if (body.jsonrpc !== '2.0') throw new InvalidMessageError('Invalid Request: jsonrpc must be "2.0"', id);
   if ('method' in body) {
     if (typeof body.method !== 'string' || body.method.length === 0 || body.method.length > 256) {
       throw new InvalidMessageError('Invalid Request: method must be a non-empty string', id);
     }
-    if (body.params !== undefined && !isObject(body.params)) {
+    if (body.params !== undefined && !isJsonObject(body.params)) {
       throw new InvalidMessageError('Invalid Request: params must be an object', id);
     }
     if ('id' in body) {
@@ -92,14 +73,14 @@ export function classifyMessage(body: unknown): IncomingMessage {
   }
   if ('result' in body || 'error' in body) {
     if (!isId(body.id)) throw new InvalidMessageError('Invalid Request: a response needs an id', null);
-    if ('result' in body && !isObject(body.result)) {
+    if ('result' in body && !isJsonObject(body.result)) {
       throw new InvalidMessageError('Invalid Request: result must be an object', id);
     }
     // JSON-RPC 2.0 §5.1: the code is an integer and the message a string. A code like 7000000.5 would be
     // relayed to whoever waits for the answer, and a message of any other type would become its text.
     if (
       'error' in body &&
-      (!isObject(body.error) ||
+      (!isJsonObject(body.error) ||
         !Number.isSafeInteger(body.error.code) ||
         typeof body.error.message !== 'string')
     ) {

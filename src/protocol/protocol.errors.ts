@@ -1,12 +1,12 @@
-import { McpProtocolError } from '../tool-dispatch/tool-context.js';
+import { JsonRpcError } from '../common/json-rpc-error.js';
 import { JSONRPC } from './json-rpc.js';
 
 /**
- * An error the protocol layer answers with a specific JSON-RPC code and HTTP status. Raised by the protocol
- * and gateway code itself; errors from feature modules are translated by error-mapping.ts. It is an
- * McpProtocolError, so tool dispatch lets it through a handler untouched.
+ * An error the protocol layer answers with a specific JSON-RPC code and HTTP status: a wire error, raised by
+ * the protocol and gateway code itself (domain errors of feature modules are mapped by their own mappers, see
+ * common/error-mappers.ts). A JsonRpcError, so tool dispatch lets it through a handler untouched.
  */
-export class ProtocolError extends McpProtocolError {
+export class ProtocolError extends JsonRpcError {
   constructor(
     code: number,
     message: string,
@@ -14,7 +14,6 @@ export class ProtocolError extends McpProtocolError {
     data?: unknown,
   ) {
     super(code, message, data);
-    this.name = 'ProtocolError';
   }
 
   static invalidParams(message: string, data?: unknown, httpStatus = 200): ProtocolError {

@@ -1,5 +1,4 @@
-import { JSONRPC } from '../protocol/json-rpc.js';
-import { ProtocolError } from '../protocol/protocol.errors.js';
+import { DomainError } from '../common/domain-error.js';
 
 /** The quota names: the `quota` label of mcp_quota_rejections_total and `data.quota` of the error. */
 export type QuotaName =
@@ -17,25 +16,30 @@ export type QuotaName =
   | 'client_response_bytes'
   | 'retained_tasks';
 
+/** How a quota refused: what the caller can do about it (the edge answers each with its own HTTP status). */
+export enum QuotaErrorCode {
+  /** Too many at once or too fast (rates, concurrency, live sessions): retry later; HTTP 429. */
+  TOO_MANY = 'TOO_MANY',
+  /** A request body larger than its quota, refused before anything was kept; HTTP 413. */
+  TOO_LARGE = 'TOO_LARGE',
+  /** A size or count quota of one JSON-RPC call, refused inside its answer; HTTP 200. */
+  EXCEEDED = 'EXCEEDED',
+}
+
 /**
- * A request refused by a quota or rate limit. JSON-RPC -32000 with `data: { quota, limit, setting }` (and
- * `retryAfterSeconds` for rates and concurrency, also sent as the Retry-After header of the 429).
+ * A request refused by a quota or rate limit. On the wire (quota.error-mapper.ts): JSON-RPC -32000 with
+ * `data: { quota, limit, setting }` (and `retryAfterSeconds` for rates and concurrency, also sent as the
+ * Retry-After header of the 429).
  */
-export class QuotaExceededError extends ProtocolError {
+export class QuotaExceededError extends DomainError<QuotaErrorCode> {
   constructor(
+    code: QuotaErrorCode,
     readonly quota: QuotaName,
     message: string,
-    limit: number,
-    setting: string,
-    httpStatus: number,
+    readonly limit: number,
+    readonly setting: string,
     readonly retryAfterSeconds?: number,
   ) {
-    super(JSONRPC.SERVER_ERROR, message, httpStatus, {
-      quota,
-      limit,
-      setting,
-      ...(retryAfterSeconds === undefined ? {} : { retryAfterSeconds }),
-    });
-    this.name = 'QuotaExceededError';
+    super(code, message);
   }
 }

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { Counter } from 'prom-client';
 import { AppConfig } from '../config/app-config.js';
 import { MetricsService } from '../metrics/metrics.service.js';
-import { QuotaExceededError, type QuotaName } from './quota.errors.js';
+import { QuotaErrorCode, QuotaExceededError, type QuotaName } from './quota.errors.js';
 import { TokenBuckets } from './token-bucket.js';
 
 const ALL_QUOTAS: QuotaName[] = [
@@ -32,6 +32,17 @@ const LEASE_WHAT: Record<Lease, string> = {
   streams: 'open SSE streams',
   in_flight: 'requests in flight',
   result_waiters: 'blocked tasks/result calls',
+};
+
+/**
+ * The answer a caller of this service asks for (429 retry later, 413 too large, 200 inside the JSON-RPC
+ * answer), kept by the error as its domain code; quota.error-mapper.ts turns the code back into the status.
+ */
+type QuotaRefusalStatus = 200 | 413 | 429;
+const REFUSAL_CODE: Record<QuotaRefusalStatus, QuotaErrorCode> = {
+  200: QuotaErrorCode.EXCEEDED,
+  413: QuotaErrorCode.TOO_LARGE,
+  429: QuotaErrorCode.TOO_MANY,
 };
 
 /** JSON size of a value in bytes (what PostgreSQL's jsonb column will hold, near enough). */
@@ -78,11 +89,18 @@ export class QuotaService {
     message: string,
     limit: number,
     setting: string,
-    httpStatus = 200,
+    httpStatus: QuotaRefusalStatus = 200,
     retryAfterSeconds?: number,
   ): QuotaExceededError {
     this.rejections.inc({ quota });
-    return new QuotaExceededError(quota, message, limit, setting, httpStatus, retryAfterSeconds);
+    return new QuotaExceededError(
+      REFUSAL_CODE[httpStatus],
+      quota,
+      message,
+      limit,
+      setting,
+      retryAfterSeconds,
+    );
   }
 
   /** Before authentication: one token from the client address's bucket, or a 429. */
@@ -160,7 +178,7 @@ export class QuotaService {
   checkBytes(
     quota: 'task_params_bytes' | 'task_input_bytes' | 'session_client_bytes',
     value: unknown,
-    httpStatus = 200,
+    httpStatus: QuotaRefusalStatus = 200,
   ): void {
     const setting = (
       {

@@ -10,6 +10,7 @@ import type { McpSession } from './session.entity.js';
 import { SessionError, SessionErrorCode } from './sessions.errors.js';
 import { SessionsRepository } from './sessions.repository.js';
 import { SseEventsRepository } from './sse-events.repository.js';
+import { errorMessage } from '../common/error-message.js';
 
 const TOUCH_INTERVAL_MS = 5000;
 const SWEEP_INTERVAL_MS = 60000;
@@ -67,9 +68,7 @@ export class SessionsService implements OnApplicationBootstrap, OnApplicationShu
 
   onApplicationBootstrap(): void {
     this.sweeper = setInterval(() => {
-      this.sweep().catch((err: unknown) =>
-        this.logger.warn(`session sweep failed: ${err instanceof Error ? err.message : String(err)}`),
-      );
+      this.sweep().catch((err: unknown) => this.logger.warn(`session sweep failed: ${errorMessage(err)}`));
     }, SWEEP_INTERVAL_MS);
     this.sweeper.unref();
   }

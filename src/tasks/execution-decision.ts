@@ -57,8 +57,6 @@ export type ExecutionDecision =
   | { mode: 'inline_then_task'; windowMs: number }
   | { mode: 'refuse'; kind: RefusalKind; message: string };
 
-export const TASKS_EXTENSION_ID = 'io.modelcontextprotocol/tasks';
-
 export function decideExecution(
   call: CallSignals,
   toolName: string,

@@ -1,3 +1,5 @@
+import type { ProgressUpdate } from '../tool-dispatch/tool-context.js';
+
 /**
  * Keeps at most one write per interval for a stream of progress messages: the first message is written at
  * once, later ones within the interval collapse into a single trailing write of the latest message. A chatty
@@ -61,7 +63,7 @@ export class ProgressThrottle {
 }
 
 /** The statusMessage a progress update stands for: its own message, else "progress n[/total]". */
-export function progressMessage(u: { progress: number; total?: number; message?: string }): string {
+export function progressMessage(u: ProgressUpdate): string {
   if (typeof u.message === 'string' && u.message.length > 0) return u.message.slice(0, 1000);
   return u.total === undefined ? `progress ${u.progress}` : `progress ${u.progress}/${u.total}`;
 }

@@ -3,6 +3,7 @@ import { Counter, Gauge, Histogram } from 'prom-client';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { ToolRegistry } from '../tool-dispatch/tool-registry.service.js';
 import { TasksRepository } from './tasks.repository.js';
+import { errorMessage } from '../common/error-message.js';
 
 export type FinishedStatus = 'completed' | 'failed' | 'cancelled' | 'expired';
 export type CreationMode = 'immediate' | 'escalated';
@@ -119,7 +120,7 @@ export class TaskMetrics implements OnModuleInit {
         } catch (err) {
           // No reading, no series (Prometheus marks it stale) rather than the last count from before.
           this.reset();
-          logger.warn(`mcp_tasks_active: ${err instanceof Error ? err.message : String(err)}`);
+          logger.warn(`mcp_tasks_active: ${errorMessage(err)}`);
         }
       },
     });

@@ -20,7 +20,6 @@ import { TaskMetrics } from './task-metrics.service.js';
 import { ProgressThrottle, progressMessage } from './progress-throttle.js';
 import {
   TASK_WORK_EXECUTOR,
-  type ProgressReport,
   type TaskErrorPayload,
   type TaskExecutionContext,
   type TaskOutcome,
@@ -37,6 +36,8 @@ import {
   type WorkerFence,
   type WorkerWriteResult,
 } from './tasks.repository.js';
+import { errorMessage } from '../common/error-message.js';
+import type { ProgressUpdate } from '../tool-dispatch/tool-context.js';
 
 /** One run of a task on this instance: a task id at one generation (a resume is a new run). */
 interface RunningTask {
@@ -200,7 +201,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     const executor = this.executor;
     const controller = new AbortController();
     const fence = this.fenceOf(task);
-    let report: (u: ProgressReport) => void = () => undefined;
+    let report: (u: ProgressUpdate) => void = () => undefined;
     const ctx: TaskExecutionContext = {
       signal: controller.signal,
       answers: task.inputResponses,
@@ -235,7 +236,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     task: TaskSnapshot,
     controller: AbortController,
     outcome: Promise<TaskOutcome>,
-  ): (u: ProgressReport) => void {
+  ): (u: ProgressUpdate) => void {
     // The work started inline under the request's span; this span covers its life as a task.
     const span = startTaskSpan(`execute_tool ${task.toolName}`, task, {
       'gen_ai.operation.name': 'execute_tool',
@@ -309,7 +310,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     controller: AbortController,
     outcome: Promise<TaskOutcome>,
     span: Span,
-  ): (u: ProgressReport) => void {
+  ): (u: ProgressUpdate) => void {
     const fence = this.fenceOf(task);
     const entry: RunningTask = {
       fence,
@@ -330,7 +331,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
       done: Promise.resolve(),
       span,
     };
-    const report = (u: ProgressReport): void => {
+    const report = (u: ProgressUpdate): void => {
       if (!entry.settled && !entry.lost) entry.progress.report(progressMessage(u));
     };
     if (task.instanceId !== this.instances.instanceId) {
@@ -580,5 +581,5 @@ function sleep(ms: number): Promise<void> {
 }
 
 function describe(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
+  return errorMessage(err);
 }

@@ -1,5 +1,6 @@
 import type { StoredTraceContext } from '../telemetry/trace-context.js';
 import type { TaskStatus } from './task-state.js';
+import type { ProgressUpdate } from '../tool-dispatch/tool-context.js';
 
 /** The era that created a task; a task keeps its era's vocabulary for life. */
 export type TaskEra = 'legacy' | 'modern';
@@ -93,13 +94,7 @@ export interface TaskExecutionContext {
    * The tool reported progress: its message becomes the task's statusMessage (rate-limited by
    * TASK_PROGRESS_WRITE_MS, published to subscribers). Never throws and never waits.
    */
-  reportProgress(update: ProgressReport): void;
-}
-
-export interface ProgressReport {
-  progress: number;
-  total?: number;
-  message?: string;
+  reportProgress(update: ProgressUpdate): void;
 }
 
 /**

@@ -1,3 +1,4 @@
+import { DomainError } from '../common/domain-error.js';
 import type { TaskSnapshot } from './task.types.js';
 
 /**
@@ -13,25 +14,22 @@ export enum TaskErrorCode {
   LIMIT_EXCEEDED = 'LIMIT_EXCEEDED',
   /** A tasks/list cursor that this server did not produce. */
   INVALID_CURSOR = 'INVALID_CURSOR',
-  /** An input round broke an input limit (rounds, keys, state size) or was malformed; the task was failed. */
-  INPUT_LIMIT = 'INPUT_LIMIT',
   /** A task row could not be locked within TASK_LOCK_TIMEOUT_MS. */
   TASK_BUSY = 'TASK_BUSY',
   /** Invalid arguments from the calling layer (a programming error there, not a client error). */
   INVALID_ARGUMENT = 'INVALID_ARGUMENT',
 }
 
-export class TaskError extends Error {
+export class TaskError extends DomainError<TaskErrorCode> {
   constructor(
-    readonly code: TaskErrorCode,
+    code: TaskErrorCode,
     message: string,
     /** The task as it is now, for TASK_TERMINAL (the legacy era quotes its status; the modern era acks). */
     readonly task?: TaskSnapshot,
     /** For LIMIT_EXCEEDED by a per-owner quota: which one, so the edge can name it and count it. */
     readonly quota?: { quota: string; limit: number; setting: string },
   ) {
-    super(message);
-    this.name = 'TaskError';
+    super(code, message);
   }
 
   static notFound(): TaskError {

@@ -1,10 +1,13 @@
-import { Module } from '@nestjs/common';
+import { Module, type OnModuleInit } from '@nestjs/common';
+import { registerErrorMapper } from '../common/error-mappers.js';
 import { InstancesModule } from '../instances/instances.module.js';
 import { ToolDispatchModule } from '../tool-dispatch/tool-dispatch.module.js';
 import { TaskMetrics } from './task-metrics.service.js';
 import { TaskRunnerService } from './task-runner.service.js';
 import { TasksRepository } from './tasks.repository.js';
 import { TasksService } from './tasks.service.js';
+import { mapTaskError } from './tasks.error-mapper.js';
+import { TaskError } from './tasks.errors.js';
 
 /**
  * The task registry. Exports the domain API (TasksService, including `decide` for the execution decision),
@@ -17,4 +20,8 @@ import { TasksService } from './tasks.service.js';
   providers: [TasksRepository, TaskMetrics, TaskRunnerService, TasksService],
   exports: [TasksRepository, TaskMetrics, TaskRunnerService, TasksService],
 })
-export class TasksModule {}
+export class TasksModule implements OnModuleInit {
+  onModuleInit(): void {
+    registerErrorMapper(TaskError, mapTaskError);
+  }
+}

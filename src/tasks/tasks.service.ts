@@ -10,7 +10,7 @@ import { FinishedTaskCache } from './finished-task-cache.js';
 import { isTerminal } from './task-state.js';
 import { TaskMetrics, type CreationMode } from './task-metrics.service.js';
 import { TaskRunnerService } from './task-runner.service.js';
-import type { ProgressReport, TaskChange, TaskEra, TaskOutcome, TaskSnapshot } from './task.types.js';
+import type { TaskChange, TaskEra, TaskOutcome, TaskSnapshot } from './task.types.js';
 import { TaskError, TaskErrorCode } from './tasks.errors.js';
 import {
   TASK_CHANNEL,
@@ -19,6 +19,7 @@ import {
   type TaskChangeHook,
   type VersionedTask,
 } from './tasks.repository.js';
+import type { ProgressUpdate } from '../tool-dispatch/tool-context.js';
 
 export interface CreateTaskInput {
   /** The principal id (Principal.id) that will own the task. */
@@ -64,17 +65,17 @@ export type EscalationResult =
 export class EscalationLink {
   /** The window ran out: the request's response is no longer the work's to write to. */
   escalated = false;
-  private reporter: ((u: ProgressReport) => void) | null = null;
-  private pending: ProgressReport | null = null;
+  private reporter: ((u: ProgressUpdate) => void) | null = null;
+  private pending: ProgressUpdate | null = null;
 
   /** Progress from the work; kept (latest only) until the task exists, then handed to it. */
-  report(u: ProgressReport): void {
+  report(u: ProgressUpdate): void {
     if (!this.escalated) return;
     if (this.reporter) this.reporter(u);
     else this.pending = u;
   }
 
-  attach(reporter: (u: ProgressReport) => void): void {
+  attach(reporter: (u: ProgressUpdate) => void): void {
     this.reporter = reporter;
     if (this.pending) reporter(this.pending);
     this.pending = null;

@@ -8,6 +8,7 @@ import { ToolRegistry } from '../tool-dispatch/tool-registry.service.js';
 import { McpOperation, runInOperation, type OperationLabels } from './mcp-operation.js';
 import { spanContextFromHeaders, spanContextFromMeta } from './trace-context.js';
 import { tracer } from './tracer.js';
+import { isJsonObject } from '../common/json.js';
 
 /** Methods a label or span name may carry verbatim; anything else is `other` (label values stay bounded). */
 const KNOWN_METHODS = new Set([
@@ -39,10 +40,6 @@ const KNOWN_METHODS = new Set([
 const VERSIONS = new Set(ALL_VERSIONS);
 const RESOURCE_METHODS = new Set(['resources/read', 'resources/subscribe', 'resources/unsubscribe']);
 const MAX_ATTRIBUTE = 256;
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
 
 /**
  * The server side of the OpenTelemetry MCP conventions: one SERVER span per JSON-RPC message on /mcp, and
@@ -77,10 +74,10 @@ export class McpTelemetry {
    */
   begin(req: Request): McpOperation | undefined {
     const body: unknown = req.body;
-    if (!isObject(body) || typeof body.method !== 'string') return undefined;
+    if (!isJsonObject(body) || typeof body.method !== 'string') return undefined;
     const rawMethod = body.method;
     const method = KNOWN_METHODS.has(rawMethod) ? rawMethod : 'other';
-    const params = isObject(body.params) ? body.params : {};
+    const params = isJsonObject(body.params) ? body.params : {};
     const name = typeof params.name === 'string' ? params.name : undefined;
     const toolName = method === 'tools/call' && name && this.registry.getTool(name) ? name : '';
     const promptName = method === 'prompts/get' && name && this.isPrompt(name) ? name : '';
@@ -124,7 +121,7 @@ export class McpTelemetry {
     const op = new McpOperation(span, trace.setSpan(parent, span), method, toolName, (labels, seconds) =>
       this.observe(labels, seconds),
     );
-    const meta = isObject(params._meta) ? params._meta : undefined;
+    const meta = isJsonObject(params._meta) ? params._meta : undefined;
     const version = meta?.[META.PROTOCOL_VERSION];
     if (typeof version === 'string' && isModernVersion(version)) op.setProtocolVersion(version);
     const sessionId = req.header('mcp-session-id');

@@ -1,6 +1,7 @@
 import { context, SpanKind, SpanStatusCode, trace, type Attributes, type Span } from '@opentelemetry/api';
 import { contextFromStored, linkToStored } from './trace-context.js';
 import { tracer } from './tracer.js';
+import { errorMessage } from '../common/error-message.js';
 
 /** What a task span needs of a task: the snapshot and the janitor's swept rows both have it. */
 export interface TracedTask {
@@ -43,7 +44,7 @@ export async function inTaskSpan<T>(
   try {
     return await context.with(trace.setSpan(context.active(), span), fn);
   } catch (err) {
-    span.setStatus({ code: SpanStatusCode.ERROR, message: err instanceof Error ? err.message : String(err) });
+    span.setStatus({ code: SpanStatusCode.ERROR, message: errorMessage(err) });
     throw err;
   } finally {
     span.end();

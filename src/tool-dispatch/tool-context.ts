@@ -1,4 +1,6 @@
 import type { Principal } from '../principals/principal.js';
+import type { JsonObject } from '../common/json.js';
+import { JsonRpcError } from '../common/json-rpc-error.js';
 
 /**
  * The contract between tool handlers and the server. Part of the public tool-author API
@@ -10,7 +12,7 @@ export type TaskSupport = 'forbidden' | 'optional' | 'required';
 export type LoggingLevel =
   'debug' | 'info' | 'notice' | 'warning' | 'error' | 'critical' | 'alert' | 'emergency';
 
-export type JsonObject = { [key: string]: unknown };
+export type { JsonObject };
 
 /** Parameters of an `elicitation/create` request (form mode): a message and a flat JSON Schema object. */
 export interface ElicitParams extends JsonObject {
@@ -99,14 +101,9 @@ export interface ToolContext {
  * A plain Error thrown by a tool becomes `{ isError: true }` with its message; this one becomes
  * `{ error: { code, message, data } }` (and a task ends `failed`).
  */
-export class McpProtocolError extends Error {
-  constructor(
-    readonly code: number,
-    message: string,
-    readonly data?: unknown,
-  ) {
-    super(message);
-    this.name = 'McpProtocolError';
+export class McpProtocolError extends JsonRpcError {
+  constructor(code: number, message: string, data?: unknown) {
+    super(code, message, data);
   }
 }
 

@@ -1,3 +1,5 @@
+import { DomainError } from '../common/domain-error.js';
+
 /** Why dispatch refused or failed. The protocol layer maps each code to a JSON-RPC error once, at the edge. */
 export enum ToolDispatchErrorCode {
   /** `tools/call` named no registered tool. */
@@ -17,19 +19,18 @@ export enum ToolDispatchErrorCode {
 }
 
 /** The one error class of tool dispatch. `data` is safe to show to the client; it never holds a stack. */
-export class ToolDispatchError extends Error {
+export class ToolDispatchError extends DomainError<ToolDispatchErrorCode> {
   constructor(
-    readonly code: ToolDispatchErrorCode,
+    code: ToolDispatchErrorCode,
     message: string,
     readonly data?: Record<string, unknown>,
   ) {
-    super(message);
-    this.name = 'ToolDispatchError';
+    super(code, message);
   }
 }
 
 /** Longest client-chosen name an error repeats (a URI gets more: clients match data.uri). */
-export const ECHO_NAME_CHARS = 256;
+const ECHO_NAME_CHARS = 256;
 export const ECHO_URI_CHARS = 2048;
 
 /**

@@ -15,6 +15,7 @@ import type { TaskSupport } from './tool-context.js';
 import { ToolDispatchError, ToolDispatchErrorCode } from './tool-dispatch.errors.js';
 import type { PromptArgument, SchemaSource } from './tool-dispatch.types.js';
 import { UriTemplate } from './uri-template.js';
+import { errorMessage } from '../common/error-message.js';
 
 export const TOOL_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,128}$/;
 const URI_PATTERN = /^[A-Za-z][A-Za-z0-9+.-]*:\S*$/;
@@ -221,7 +222,7 @@ export class ToolExplorer {
     try {
       return compiler.compile(source);
     } catch (err) {
-      problems.push(`${where}: ${err instanceof Error ? err.message : String(err)}`);
+      problems.push(`${where}: ${errorMessage(err)}`);
       return undefined;
     }
   }

@@ -1,9 +1,10 @@
 import { correlationId, internalErrorText, isInfrastructureFault } from '../common/internal-fault.js';
+import { JsonRpcError } from '../common/json-rpc-error.js';
 import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import type { Principal } from '../principals/principal.js';
 import { capProblems, MAX_PROBLEMS } from './schema/input-validator.js';
 import { completionKey, type ToolCatalog, type ToolDefinition } from './tool-catalog.js';
-import { McpControlSignal, McpProtocolError, type JsonObject, type ToolContext } from './tool-context.js';
+import { McpControlSignal, type JsonObject, type ToolContext } from './tool-context.js';
 import { ECHO_URI_CHARS, echoed, ToolDispatchError, ToolDispatchErrorCode } from './tool-dispatch.errors.js';
 import type {
   CallToolResult,
@@ -21,6 +22,8 @@ import type {
   ToolDescriptor,
 } from './tool-dispatch.types.js';
 import { ToolExplorer } from './tool-explorer.service.js';
+import { isJsonObject } from '../common/json.js';
+import { errorMessage } from '../common/error-message.js';
 
 /** The most values one `completion/complete` answer may carry (MCP limit). */
 export const MAX_COMPLETION_VALUES = 100;
@@ -110,7 +113,7 @@ export class ToolRegistry implements OnModuleInit {
    * `{ content: [{ type: 'text', text: err.message }], isError: true }`, never with a stack; an infrastructure
    * error (PostgreSQL, driver, TypeORM, socket) becomes `Internal error (correlation id …)` instead, its text
    * logged only. These propagate
-   * unchanged instead: `McpProtocolError` (becomes a JSON-RPC error), `McpControlSignal` subclasses (server
+   * unchanged instead: `McpProtocolError` and the server's own wire errors (any `JsonRpcError`: it becomes a JSON-RPC error), `McpControlSignal` subclasses (server
    * control flow such as "input required"), and anything thrown once `ctx.signal` has aborted (the call was
    * cancelled; there is nobody to report a tool error to).
    *
@@ -147,7 +150,7 @@ export class ToolRegistry implements OnModuleInit {
     try {
       returned = await tool.handler(checked.value, ctx);
     } catch (err) {
-      if (err instanceof McpProtocolError || err instanceof McpControlSignal || ctx.signal.aborted) throw err;
+      if (err instanceof JsonRpcError || err instanceof McpControlSignal || ctx.signal.aborted) throw err;
       if (isInfrastructureFault(err)) {
         // Database and driver text names tables, hosts and roles: the caller gets an id to quote, the log the rest.
         const id = correlationId();
@@ -157,7 +160,7 @@ export class ToolRegistry implements OnModuleInit {
         );
         return { content: [{ type: 'text', text: internalErrorText(id) }], isError: true };
       }
-      const message = err instanceof Error ? err.message : String(err);
+      const message = errorMessage(err);
       this.logger.warn(`Tool ${name} (${tool.source}) reported an error: ${message}`);
       return { content: [{ type: 'text', text: message || `Tool ${name} failed` }], isError: true };
     }
@@ -309,7 +312,7 @@ export class ToolRegistry implements OnModuleInit {
         throw invalidResult(name, ['the handler returned a string but the tool declares an output schema']);
       return { content: [{ type: 'text', text: returned }] };
     }
-    if (isObject(returned) && Array.isArray(returned.content)) {
+    if (isJsonObject(returned) && Array.isArray(returned.content)) {
       const result = { ...returned } as unknown as CallToolResult;
       if (tool.output && result.isError !== true) {
         if (result.structuredContent === undefined) {
@@ -329,7 +332,7 @@ export class ToolRegistry implements OnModuleInit {
   /** Validates against the output schema; returns a plain JSON copy (a DTO output is validated, not sent). */
   private async checkOutput(tool: ToolDefinition, value: unknown): Promise<JsonObject> {
     const plain = JSON.parse(JSON.stringify(value)) as unknown;
-    if (!isObject(plain))
+    if (!isJsonObject(plain))
       throw invalidResult(tool.descriptor.name, ['structuredContent must be a JSON object']);
     const checked = await tool.output!.validate(plain, 'structuredContent');
     if (!checked.ok) throw invalidResult(tool.descriptor.name, checked.problems);
@@ -339,10 +342,6 @@ export class ToolRegistry implements OnModuleInit {
 
 function compare(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
-}
-
-function isObject(value: unknown): value is JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function invalidArguments(
@@ -400,9 +399,9 @@ function normaliseResource(uri: string, mimeType: string | undefined, returned: 
     return { contents: [fill({ mimeType: mimeType ?? 'application/octet-stream', blob })] };
   }
   if (Array.isArray(returned)) return { contents: returned.map((item) => fill(item as JsonObject)) };
-  if (isObject(returned) && Array.isArray(returned.contents))
+  if (isJsonObject(returned) && Array.isArray(returned.contents))
     return returned as unknown as ReadResourceResult;
-  if (isObject(returned) && (typeof returned.text === 'string' || typeof returned.blob === 'string')) {
+  if (isJsonObject(returned) && (typeof returned.text === 'string' || typeof returned.blob === 'string')) {
     return { contents: [fill(returned)] };
   }
   throw new Error(`Resource handler for ${uri} returned an unsupported value`);
@@ -417,7 +416,7 @@ function normalisePrompt(prompt: PromptDescriptor, returned: unknown): GetPrompt
   }
   if (Array.isArray(returned))
     return { description: prompt.description, messages: returned as PromptMessage[] };
-  if (isObject(returned) && Array.isArray(returned.messages)) {
+  if (isJsonObject(returned) && Array.isArray(returned.messages)) {
     return { description: prompt.description, ...(returned as unknown as GetPromptResult) };
   }
   throw new Error(`Prompt handler for ${prompt.name} returned an unsupported value`);

@@ -3,6 +3,7 @@ import { createRemoteJWKSet, errors, jwtVerify, type JWTPayload, type JWTVerifyG
 import { AppConfig } from '../../config/app-config.js';
 import { AuthFailure, AuthFailureReason, AuthProviderUnavailable } from '../principals.errors.js';
 import { isIdentityString } from '../identity-claims.js';
+import { errorMessage } from '../../common/error-message.js';
 
 const FETCH_TIMEOUT_MS = 5000;
 
@@ -84,7 +85,7 @@ export class OidcVerifier {
         if (err instanceof errors.JWKSNoMatchingKey || err instanceof errors.JWKSMultipleMatchingKeys) {
           throw err;
         }
-        this.logger.warn(`JWKS ${uri.href} unavailable: ${err instanceof Error ? err.message : String(err)}`);
+        this.logger.warn(`JWKS ${uri.href} unavailable: ${errorMessage(err)}`);
         throw new AuthProviderUnavailable('the identity provider keys could not be fetched');
       }
     };
@@ -100,7 +101,7 @@ export class OidcVerifier {
       this.discovery = this.fetchDiscovery().catch((err: unknown) => {
         this.discovery = undefined;
         this.discoveryFailedAt = Date.now();
-        this.logger.warn(`OIDC discovery failed: ${err instanceof Error ? err.message : String(err)}`);
+        this.logger.warn(`OIDC discovery failed: ${errorMessage(err)}`);
         throw new AuthProviderUnavailable('OIDC discovery failed');
       });
     }

@@ -5,6 +5,7 @@ import type { JsonSchema, SchemaSource } from '../tool-dispatch.types.js';
 import { DtoInputValidator } from './dto-input.validator.js';
 import type { InputValidator } from './input-validator.js';
 import { JsonSchemaInputValidator } from './json-schema-input.validator.js';
+import { errorMessage } from '../../common/error-message.js';
 
 type FormatsPlugin = (ajv: Ajv | Ajv2020) => unknown;
 
@@ -52,7 +53,7 @@ export class SchemaCompiler {
     try {
       return new JsonSchemaInputValidator(schema, ajv.compile(structuredClone(source)));
     } catch (err) {
-      throw new Error(`invalid JSON Schema: ${err instanceof Error ? err.message : String(err)}`);
+      throw new Error(`invalid JSON Schema: ${errorMessage(err)}`);
     }
   }
 }
