@@ -17,6 +17,7 @@ import { PrincipalsModule } from './principals/principals.module.js';
 import { ToolDispatchModule } from './tool-dispatch/tool-dispatch.module.js';
 import { toolModules } from './tools/tool-modules.js';
 import { TasksModule } from './tasks/tasks.module.js';
+import { TasksProtocolModule } from './tasks/protocol/tasks-protocol.module.js';
 
 /** What a test may change in the composition root. */
 export interface AppModuleOptions {
@@ -45,6 +46,7 @@ export class AppModule {
         ...(options.toolModules ?? toolModules(config)),
         GatewayModule,
         TasksModule,
+        TasksProtocolModule,
         JanitorModule,
       ],
       providers: [{ provide: APP_FILTER, useClass: AllExceptionsFilter }],

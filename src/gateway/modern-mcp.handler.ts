@@ -3,31 +3,24 @@ import type { Request, Response } from 'express';
 import { AppConfig } from '../config/app-config.js';
 import { JSONRPC, type JsonRpcRequest } from '../protocol/json-rpc.js';
 import { decodeHeaderValue, nameFieldFor } from '../protocol/mcp-headers.js';
-import { CACHEABLE_METHODS, McpMethodsService, SERVER_INFO } from '../protocol/mcp-methods.service.js';
+import { CACHEABLE_METHODS, SERVER_INFO } from '../protocol/mcp-methods.service.js';
+import { MethodRegistry } from '../protocol/method-registry.js';
 import { InputRequiredSignal, MrtrInput } from '../protocol/mrtr-input.js';
 import { ProtocolError } from '../protocol/protocol.errors.js';
-import { isLoggingLevel, type RequestContext } from '../protocol/request-context.js';
+import { isLoggingLevel, type McpRequestContext } from '../protocol/request-context.js';
 import { paramsDigest, RequestStateCodec } from '../protocol/request-state.js';
 import { isModernVersion, META, MODERN_VERSIONS } from '../protocol/versions.js';
 import type { Principal } from '../principals/principal.js';
 import { ToolRegistry } from '../tool-dispatch/tool-registry.service.js';
 import { LifecycleService } from '../lifecycle/lifecycle.service.js';
-import { McpRequestExecutor } from './mcp-request.executor.js';
+import { McpResponder } from './mcp-responder.js';
 import { ModernChannel } from './response-channel.js';
 import { SseStreams } from './sse-streams.service.js';
 import { SseWriter } from './sse-writer.js';
 
 type Params = Record<string, unknown>;
-type ModernMethod = (params: Params, ctx: RequestContext) => Promise<Record<string, unknown>>;
 
-/** Validates one listen filter, starts delivering for it, and returns what the acknowledgement echoes. */
-export type ListenFilter = (
-  filter: unknown,
-  ctx: { principal: Principal; clientCapabilities: Params; signal: AbortSignal },
-  send: (method: string, params: Params) => void,
-) => Promise<unknown>;
-
-/** Methods of the handshake era that do not exist in 2026-07-28: 404 + -32601. */
+/** Methods whose input is gathered in MRTR rounds. */
 const MRTR_METHODS = new Set(['tools/call', 'prompts/get', 'resources/read']);
 
 function isObject(v: unknown): v is Params {
@@ -40,25 +33,17 @@ function isObject(v: unknown): v is Params {
  */
 @Injectable()
 export class ModernMcpHandler {
-  private readonly methods = new Map<string, ModernMethod>();
-  private readonly listenFilters = new Map<string, ListenFilter>();
   private readonly stateCodec: RequestStateCodec;
 
   constructor(
-    private readonly mcp: McpMethodsService,
-    private readonly executor: McpRequestExecutor,
+    private readonly methods: MethodRegistry,
+    private readonly responder: McpResponder,
     private readonly registry: ToolRegistry,
     private readonly lifecycle: LifecycleService,
     private readonly streams: SseStreams,
     private readonly config: AppConfig,
   ) {
     this.stateCodec = new RequestStateCodec(config.MRTR_STATE_SECRET);
-    this.methods.set('server/discover', async () => this.mcp.discoverResult());
-  }
-
-  /** Lets other modules (the tasks extension) add methods of this era. */
-  register(method: string, handler: ModernMethod): void {
-    this.methods.set(method, handler);
   }
 
   /** The -32602 / -32022 / -32020 ladder, before anything runs. Returns the validated envelope. */
@@ -173,8 +158,8 @@ export class ModernMcpHandler {
   async request(req: Request, res: Response, m: JsonRpcRequest, principal: Principal): Promise<void> {
     const { version, caps, meta } = this.validate(req, m);
     const params = m.params ?? {};
-    const own = this.methods.get(m.method);
-    if (!own && !this.mcp.has(m.method)) throw ProtocolError.methodNotFound(m.method, 404);
+    const handler = this.methods.handler(m.method, 'modern');
+    if (!handler) throw ProtocolError.methodNotFound(m.method, 404);
 
     const channel = new ModernChannel(res, {
       keepAliveMs: this.config.SSE_KEEPALIVE_MS,
@@ -198,7 +183,7 @@ export class ModernMcpHandler {
         ? meta.progressToken
         : undefined;
     const logLevel = meta[META.LOG_LEVEL];
-    const ctx: RequestContext = {
+    const ctx: McpRequestContext = {
       era: 'modern',
       protocolVersion: version,
       principal,
@@ -212,13 +197,13 @@ export class ModernMcpHandler {
       input,
       answers,
     };
-    await this.executor.run(
+    await this.responder.run(
       'modern',
       m.id,
       channel,
       async () => {
         try {
-          return own ? await own(params, ctx) : await this.mcp.handle(m.method, params, ctx);
+          return await handler(params, ctx);
         } catch (err) {
           if (mrtr && err instanceof InputRequiredSignal)
             return this.inputRequired(err, params, m.method, principal, answers);
@@ -228,11 +213,6 @@ export class ModernMcpHandler {
       (result) => this.decorate(m.method, result),
       controller.signal,
     );
-  }
-
-  /** Lets other modules honour a subscriptions/listen filter (the tasks extension's `taskIds`). */
-  registerListenFilter(key: string, handler: ListenFilter): void {
-    this.listenFilters.set(key, handler);
   }
 
   /**
@@ -261,7 +241,7 @@ export class ModernMcpHandler {
       else stream.early.push(message);
     };
     try {
-      for (const [key, handler] of this.listenFilters) {
+      for (const [key, handler] of this.methods.listenFilters()) {
         if (filters[key] !== undefined) {
           agreed[key] = await handler(
             filters[key],

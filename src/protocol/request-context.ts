@@ -6,7 +6,7 @@ import type { JsonRpcId } from './json-rpc.js';
 export type Era = 'legacy' | 'modern';
 
 /** Everything a method handler knows about the request it serves, whatever the transport and era. */
-export interface RequestContext {
+export interface McpRequestContext {
   era: Era;
   protocolVersion: string;
   principal: Principal;

@@ -11,7 +11,7 @@ import type { ResponseChannel } from './response-channel.js';
  * is still a plain JSON body.
  */
 @Injectable()
-export class McpRequestExecutor {
+export class McpResponder {
   private readonly logger = new Logger('McpRequest');
 
   async run(
