@@ -1,4 +1,4 @@
-import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import { Injectable, Logger } from '@nestjs/common';
 import { JSONRPC } from '../../protocol/json-rpc.js';
 import { McpMethodsService } from '../../protocol/mcp-methods.service.js';
 import { InputRequiredSignal, MrtrInput } from '../../protocol/mrtr-input.js';
@@ -7,8 +7,8 @@ import { META } from '../../protocol/versions.js';
 import type { Principal } from '../../principals/principal.js';
 import { QuotaService } from '../../quotas/quota.service.js';
 import { SessionsService } from '../../sessions/sessions.service.js';
-import { TaskRunnerService } from '../task-runner.service.js';
-import type { TaskExecutionContext, TaskOutcome, TaskSnapshot, TaskWorkExecutor } from '../task.types.js';
+import type { TaskExecutionContext, TaskOutcome, TaskSnapshot } from '../task.types.js';
+import { TaskWork } from '../task-work.js';
 import {
   McpProtocolError,
   type ElicitParams,
@@ -39,7 +39,7 @@ function localAnswers(wire: Readonly<Record<string, unknown>>): Record<string, u
  * client as server-to-client requests on the session's stream, tagged with the related task.
  */
 @Injectable()
-export class TaskToolRunner implements TaskWorkExecutor, OnModuleInit {
+export class TaskToolRunner extends TaskWork {
   private readonly logger = new Logger(TaskToolRunner.name);
   /**
    * Who starts or resumes each task on this instance (the tool context carries a principal, not an id).
@@ -51,15 +51,12 @@ export class TaskToolRunner implements TaskWorkExecutor, OnModuleInit {
   private readonly sessionViews = new Map<string, SessionView>();
 
   constructor(
-    private readonly runner: TaskRunnerService,
     private readonly mcp: McpMethodsService,
     private readonly stream: SessionStream,
     private readonly sessions: SessionsService,
     private readonly quotas: QuotaService,
-  ) {}
-
-  onModuleInit(): void {
-    this.runner.setExecutor(this);
+  ) {
+    super();
   }
 
   /** Call only with the owner's principal, after the registry checked ownership (creation or resume). */
