@@ -11,6 +11,9 @@ import {
   type JsonRpcResponse,
 } from '../protocol/json-rpc.js';
 import { McpMethodsService, SERVER_INFO } from '../protocol/mcp-methods.service.js';
+import { resolveToolCall } from '../protocol/tool-call-access.js';
+import type { ResolvedTool } from '../tool-dispatch/tool-registry.service.js';
+import { ToolRegistry } from '../tool-dispatch/tool-registry.service.js';
 import { MethodRegistry } from '../protocol/method-registry.js';
 import { ProtocolError } from '../protocol/protocol.errors.js';
 import { isLoggingLevel, type McpRequestContext } from '../protocol/request-context.js';
@@ -53,6 +56,7 @@ export class LegacyMcpHandler {
     private readonly sessions: SessionsService,
     private readonly mcp: McpMethodsService,
     private readonly methods: MethodRegistry,
+    private readonly registry: ToolRegistry,
     private readonly hub: StreamHub,
     private readonly events: SseEventsRepository,
     private readonly clientRequests: ClientRequestsService,
@@ -114,6 +118,11 @@ export class LegacyMcpHandler {
       | { kind: 'response'; message: JsonRpcResponse },
     principal: Principal,
   ): Promise<void> {
+    // The call's one tool lookup, before the session is resolved (a scope refusal answers 403 first).
+    const tool =
+      message.kind === 'request' && message.message.method === 'tools/call'
+        ? resolveToolCall(this.registry, message.message.params, principal)
+        : undefined;
     const session = await this.session(req, principal);
     this.checkVersionHeader(req);
     switch (message.kind) {
@@ -126,7 +135,7 @@ export class LegacyMcpHandler {
         res.status(202).end();
         return;
       case 'request':
-        await this.onRequest(res, session, message.message, principal);
+        await this.onRequest(res, session, message.message, principal, tool);
         return;
     }
   }
@@ -229,6 +238,7 @@ export class LegacyMcpHandler {
     session: McpSession,
     m: JsonRpcRequest,
     principal: Principal,
+    tool: ResolvedTool | undefined,
   ): Promise<void> {
     const channel = new LegacyChannel(res, session.id, this.hub, this.events, {
       keepAliveMs: this.config.SSE_KEEPALIVE_MS,
@@ -266,6 +276,7 @@ export class LegacyMcpHandler {
       notify: (method, p) => channel.emit({ jsonrpc: '2.0', method, params: p }),
       input: new LegacyInput(session, channel, this.clientRequests, controller.signal),
       closeSseStream: () => channel.closeConnection(),
+      tool,
     };
     try {
       if (m.method === 'initialize') {

@@ -11,6 +11,8 @@ import { isLoggingLevel, type McpRequestContext } from '../protocol/request-cont
 import { paramsDigest, RequestStateCodec } from '../protocol/request-state.js';
 import { isModernVersion, META, MODERN_VERSIONS } from '../protocol/versions.js';
 import type { Principal } from '../principals/principal.js';
+import { resolveToolCall } from '../protocol/tool-call-access.js';
+import type { ResolvedTool } from '../tool-dispatch/tool-registry.service.js';
 import { ToolRegistry } from '../tool-dispatch/tool-registry.service.js';
 import { LifecycleService } from '../lifecycle/lifecycle.service.js';
 import { McpResponder } from './mcp-responder.js';
@@ -50,6 +52,7 @@ export class ModernMcpHandler {
   validate(
     req: Request,
     m: { method: string; params?: Params; id?: unknown },
+    tool?: ResolvedTool,
   ): { version: string; caps: Params; meta: Params } {
     const meta = m.params?._meta;
     if (!isObject(meta)) throw ProtocolError.invalidParams('params._meta is required', undefined, 400);
@@ -116,7 +119,7 @@ export class ModernMcpHandler {
         );
       }
     }
-    if (m.method === 'tools/call') this.checkParamHeaders(req, m.params ?? {});
+    if (m.method === 'tools/call') this.checkParamHeaders(req, m.params ?? {}, tool);
     return { version, caps, meta };
   }
 
@@ -124,9 +127,8 @@ export class ModernMcpHandler {
    * SEP-2243: a tool argument whose schema property carries `x-mcp-header: Name` is mirrored by the client
    * in `Mcp-Param-Name`; the header and the body must agree (an omitted header for a present value too).
    */
-  private checkParamHeaders(req: Request, params: Params): void {
-    const tool = typeof params.name === 'string' ? this.registry.getTool(params.name) : undefined;
-    const properties = tool?.inputSchema.properties;
+  private checkParamHeaders(req: Request, params: Params, tool: ResolvedTool | undefined): void {
+    const properties = tool?.descriptor?.inputSchema.properties;
     if (!isObject(properties)) return;
     const args = isObject(params.arguments) ? params.arguments : {};
     for (const [prop, schema] of Object.entries(properties)) {
@@ -156,7 +158,9 @@ export class ModernMcpHandler {
   }
 
   async request(req: Request, res: Response, m: JsonRpcRequest, principal: Principal): Promise<void> {
-    const { version, caps, meta } = this.validate(req, m);
+    // The call's one tool lookup, before the envelope checks (a scope refusal answers 403 first).
+    const tool = m.method === 'tools/call' ? resolveToolCall(this.registry, m.params, principal) : undefined;
+    const { version, caps, meta } = this.validate(req, m, tool);
     const params = m.params ?? {};
     const handler = this.methods.handler(m.method, 'modern');
     if (!handler) throw ProtocolError.methodNotFound(m.method, 404);
@@ -196,6 +200,7 @@ export class ModernMcpHandler {
       notify: (method, p) => channel.emit({ jsonrpc: '2.0', method, params: p }),
       input,
       answers,
+      tool,
     };
     await this.responder.run(
       'modern',

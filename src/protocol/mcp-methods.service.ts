@@ -121,10 +121,6 @@ export class McpMethodsService implements OnModuleInit {
     this.methods.register('server/discover', async () => this.discoverResult(), { eras: ['modern'] });
   }
 
-  getTool(name: string): ToolDescriptor | undefined {
-    return this.catalog.getTool(name);
-  }
-
   capabilities(era: 'legacy' | 'modern'): Record<string, unknown> {
     const caps: Record<string, unknown> = {
       tools: { listChanged: false },
@@ -178,7 +174,9 @@ export class McpMethodsService implements OnModuleInit {
     if (typeof args !== 'object' || args === null || Array.isArray(args)) {
       throw ProtocolError.invalidParams('params.arguments must be an object');
     }
-    return { ...(await this.catalog.callTool(name, args, this.toolContext(ctx))) };
+    // The tool the era handler resolved for this call, when it is the one named here (no second lookup).
+    const tool = ctx.tool?.name === name ? ctx.tool : name;
+    return { ...(await this.catalog.callTool(tool, args, this.toolContext(ctx))) };
   }
 
   private renderTool(t: ToolDescriptor, ctx: McpRequestContext): Record<string, unknown> {

@@ -5,6 +5,7 @@ import { InputRequiredSignal, MrtrInput } from '../../protocol/mrtr-input.js';
 import type { McpRequestContext } from '../../protocol/request-context.js';
 import { META } from '../../protocol/versions.js';
 import type { Principal } from '../../principals/principal.js';
+import type { ResolvedTool } from '../../tool-dispatch/tool-registry.service.js';
 import { QuotaService } from '../../quotas/quota.service.js';
 import { SessionsService } from '../../sessions/sessions.service.js';
 import type { TaskExecutionContext, TaskOutcome, TaskSnapshot } from '../task.types.js';
@@ -49,6 +50,8 @@ export class TaskToolRunner extends TaskWork {
   private readonly principals = new Map<string, Principal>();
   /** The session a legacy-era run was created in, as the creating request saw it (saves a read). */
   private readonly sessionViews = new Map<string, SessionView>();
+  /** The tool the creating request resolved (a legacy task's first run does not look it up again). */
+  private readonly tools = new Map<string, ResolvedTool>();
 
   constructor(
     private readonly mcp: McpMethodsService,
@@ -60,9 +63,10 @@ export class TaskToolRunner extends TaskWork {
   }
 
   /** Call only with the owner's principal, after the registry checked ownership (creation or resume). */
-  rememberPrincipal(taskId: string, principal: Principal, session?: SessionView): void {
+  rememberPrincipal(taskId: string, principal: Principal, session?: SessionView, tool?: ResolvedTool): void {
     this.principals.set(taskId, principal);
     if (session) this.sessionViews.set(taskId, session);
+    if (tool) this.tools.set(taskId, tool);
   }
 
   /** Principals remembered for runs that have not begun yet (0 when idle). */
@@ -73,10 +77,12 @@ export class TaskToolRunner extends TaskWork {
   async execute(task: TaskSnapshot, ctx: TaskExecutionContext): Promise<TaskOutcome> {
     const principal = this.principals.get(task.id);
     const session = this.sessionViews.get(task.id);
+    const tool = this.tools.get(task.id);
     this.principals.delete(task.id);
     this.sessionViews.delete(task.id);
+    this.tools.delete(task.id);
     // Without one (a run rescued or resumed by the registry on its own), the owner's id stands in.
-    return this.run(task, ctx, principal ?? fallbackPrincipal(task.ownerId), session);
+    return this.run(task, ctx, principal ?? fallbackPrincipal(task.ownerId), session, tool);
   }
 
   /** Runs the tool once under a request context of the task's era; maps how it ended to a TaskOutcome. */
@@ -117,6 +123,7 @@ export class TaskToolRunner extends TaskWork {
     ctx: TaskExecutionContext,
     principal: Principal,
     knownSession?: SessionView,
+    tool?: ResolvedTool,
   ): Promise<TaskOutcome> {
     const params = task.requestParams;
     const meta = isObject(params._meta) ? params._meta : {};
@@ -178,6 +185,7 @@ export class TaskToolRunner extends TaskWork {
       // Both eras: the latest progress becomes the task's statusMessage (rate-limited by the runner).
       reportTaskProgress: (u) => ctx.reportProgress(u),
       input,
+      tool,
     };
     const { inputResponses: _i, requestState: _r, ...callParams } = params;
     const outcome = await this.outcomeOf(() => this.mcp.callTool(callParams, rctx));

@@ -53,8 +53,7 @@ export class ToolCallEscalation implements OnModuleInit {
   // ---------------------------------------------------------------- legacy (2025-11-25)
 
   private async legacyToolsCall(p: Params, ctx: McpRequestContext): Promise<Record<string, unknown>> {
-    const name = typeof p.name === 'string' ? p.name : '';
-    const tool = this.mcp.getTool(name);
+    const tool = ctx.tool?.descriptor;
     if (!tool) return this.mcp.callTool(p, ctx);
     if (p.task !== undefined && !isObject(p.task))
       throw ProtocolError.invalidParams('params.task must be an object');
@@ -95,6 +94,7 @@ export class ToolCallEscalation implements OnModuleInit {
           ctx.session
             ? { clientCapabilities: ctx.clientCapabilities, protocolVersion: ctx.protocolVersion }
             : undefined,
+          ctx.tool,
         );
         this.runner.start(task);
         return { task: legacyTask(task) };
@@ -105,8 +105,7 @@ export class ToolCallEscalation implements OnModuleInit {
   // ---------------------------------------------------------------- modern (2026-07-28)
 
   private async modernToolsCall(p: Params, ctx: McpRequestContext): Promise<Record<string, unknown>> {
-    const name = typeof p.name === 'string' ? p.name : '';
-    const tool = this.mcp.getTool(name);
+    const tool = ctx.tool?.descriptor;
     // A legacy `task` param is unknown in this era: ignored, never an opt-in.
     if (!tool) return this.mcp.callTool(p, ctx);
     const decision = this.tasks.decide(
