@@ -12,7 +12,6 @@ import { NestFactory } from '@nestjs/core';
 import { randomBytes } from 'node:crypto';
 import { AppModule } from '../dist/src/app.module.js';
 import { loadConfig } from '../dist/src/config/load-config.js';
-import { TaskRunnerService } from '../dist/src/tasks/task-runner.service.js';
 import { TasksService } from '../dist/src/tasks/tasks.service.js';
 import { admin, summary } from './bench-support.mjs';
 
@@ -48,16 +47,14 @@ const config = loadConfig({
     ? { FINISHED_TASK_CACHE_MAX: process.env.FINISHED_TASK_CACHE_MAX }
     : {}),
 });
-const app = await NestFactory.createApplicationContext(AppModule.forRoot(config), {
+// The work completes at once: what is measured is the registry, not a tool.
+const taskWork = { execute: async () => ({ kind: 'completed', result: { content: [] } }) };
+const app = await NestFactory.createApplicationContext(AppModule.forRoot(config, { taskWork }), {
   logger: ['error', 'warn'],
 });
 await app.init();
 try {
   const tasks = app.get(TasksService);
-  // The work completes at once: what is measured is the registry, not a tool.
-  app
-    .get(TaskRunnerService)
-    .setExecutor({ execute: async () => ({ kind: 'completed', result: { content: [] } }) });
 
   const owners = Array.from({ length: CONCURRENCY }, (_, i) => `bench-owner-${i}`);
   const lifecycle = [];

@@ -18,11 +18,16 @@ import { ToolDispatchModule } from './tool-dispatch/tool-dispatch.module.js';
 import { toolModules } from './tools/tool-modules.js';
 import { TasksModule } from './tasks/tasks.module.js';
 import { SCHEMA } from './schema.js';
+import { TaskWorkModule } from './tasks/protocol/task-work.module.js';
+import { TasksProtocolModule } from './tasks/protocol/tasks-protocol.module.js';
+import type { TaskWork } from './tasks/task-work.js';
 
 /** What a test may change in the composition root. */
 export interface AppModuleOptions {
   /** The tool modules to serve instead of `toolModules(config)` (the testing kit's server level). */
   toolModules?: (Type | DynamicModule)[];
+  /** The work every task runs instead of its tool call (a test's or a benchmark's controlled work). */
+  taskWork?: TaskWork;
 }
 
 /** Composition root. The validated config comes in from main.ts (or a test) with DATABASE_URL resolved. */
@@ -45,7 +50,9 @@ export class AppModule {
         ToolDispatchModule,
         ...(options.toolModules ?? toolModules(config)),
         GatewayModule,
+        TaskWorkModule.forRoot(options.taskWork),
         TasksModule,
+        TasksProtocolModule,
         JanitorModule,
       ],
       providers: [{ provide: APP_FILTER, useClass: AllExceptionsFilter }],

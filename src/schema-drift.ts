@@ -3,6 +3,7 @@ import { DataSource } from 'typeorm';
 import { loadConfig } from './config/load-config.js';
 import { runMigrationsLocked } from './database/migrations-runner.js';
 import { buildDataSourceOptions } from './database/typeorm-options.js';
+import { errorMessage } from './common/error-message.js';
 import { SCHEMA } from './schema.js';
 
 /**
@@ -33,6 +34,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  console.error(err instanceof Error ? err.message : err);
+  console.error(errorMessage(err));
   process.exitCode = 1;
 });

@@ -11,8 +11,12 @@ import {
   type JsonRpcResponse,
 } from '../protocol/json-rpc.js';
 import { McpMethodsService, SERVER_INFO } from '../protocol/mcp-methods.service.js';
+import { resolveToolCall } from '../protocol/tool-call-access.js';
+import type { ResolvedTool } from '../tool-dispatch/tool-registry.service.js';
+import { ToolRegistry } from '../tool-dispatch/tool-registry.service.js';
+import { MethodRegistry } from '../protocol/method-registry.js';
 import { ProtocolError } from '../protocol/protocol.errors.js';
-import { isLoggingLevel, type RequestContext } from '../protocol/request-context.js';
+import { isLoggingLevel, type McpRequestContext } from '../protocol/request-context.js';
 import { isLegacyVersion, negotiateLegacyVersion } from '../protocol/versions.js';
 import { currentOperation } from '../telemetry/mcp-operation.js';
 import type { Principal } from '../principals/principal.js';
@@ -24,7 +28,7 @@ import { SseEventsRepository } from '../sessions/sse-events.repository.js';
 import { ClientRequestsService } from './client-requests.service.js';
 import { InFlightService } from './in-flight.service.js';
 import { LegacyInput } from './legacy-input.js';
-import { McpRequestExecutor } from './mcp-request.executor.js';
+import { McpResponder } from './mcp-responder.js';
 import { LegacyChannel } from './response-channel.js';
 import { SseWriter } from './sse-writer.js';
 import { formatEventId, parseEventId, STANDALONE_STREAM, StreamHub } from './stream-hub.service.js';
@@ -42,63 +46,26 @@ function resumeGone(lastEventId: string, missed: number): ProtocolError {
     { lastEventId, missedEvents: missed },
   );
 }
-type LegacyMethod = (
-  params: Params,
-  ctx: RequestContext & { session: McpSession },
-) => Promise<Record<string, unknown>>;
-
-/** Longest resource URI a session may subscribe to (a URI, not a place to store data). */
-export const MAX_SUBSCRIBED_URI_LENGTH = 2048;
 /**
- * The handshake era (2024-11-05 … 2025-11-25) on Streamable HTTP: initialize opens a persisted session;
+ * The legacy era (2024-11-05 … 2025-11-25) on Streamable HTTP: initialize opens a persisted session;
  * every later message names it in Mcp-Session-Id; GET opens the session's own stream or resumes a dropped
  * one; DELETE ends the session.
  */
 @Injectable()
 export class LegacyMcpHandler {
-  private readonly methods = new Map<string, LegacyMethod>();
-
   constructor(
     private readonly sessions: SessionsService,
     private readonly mcp: McpMethodsService,
+    private readonly methods: MethodRegistry,
+    private readonly registry: ToolRegistry,
     private readonly hub: StreamHub,
     private readonly events: SseEventsRepository,
     private readonly clientRequests: ClientRequestsService,
     private readonly inFlight: InFlightService,
-    private readonly executor: McpRequestExecutor,
+    private readonly responder: McpResponder,
     private readonly config: AppConfig,
     private readonly quotas: QuotaService,
-  ) {
-    this.methods.set('ping', async () => ({}));
-    this.methods.set('logging/setLevel', async (p, ctx) => {
-      if (!isLoggingLevel(p.level))
-        throw ProtocolError.invalidParams('params.level must be a valid logging level');
-      await this.sessions.setLogLevel(ctx.session, p.level);
-      return {};
-    });
-    this.methods.set('resources/subscribe', async (p, ctx) => {
-      // Stored in the session row: QUOTA_SUBSCRIPTIONS_PER_SESSION entries of at most this length each; the
-      // quota is checked in the same statement that adds the URI (SessionsService.subscribe).
-      if (typeof p.uri !== 'string' || !p.uri || p.uri.length > MAX_SUBSCRIBED_URI_LENGTH) {
-        throw ProtocolError.invalidParams(
-          `params.uri must be a string of 1 to ${MAX_SUBSCRIBED_URI_LENGTH} characters`,
-        );
-      }
-      await this.sessions.subscribe(ctx.session, p.uri);
-      return {};
-    });
-    this.methods.set('resources/unsubscribe', async (p, ctx) => {
-      if (typeof p.uri !== 'string' || !p.uri)
-        throw ProtocolError.invalidParams('params.uri must be a string');
-      await this.sessions.unsubscribe(ctx.session, p.uri);
-      return {};
-    });
-  }
-
-  /** Lets other modules (the task registry) add handshake-era methods. */
-  register(method: string, handler: LegacyMethod): void {
-    this.methods.set(method, handler);
-  }
+  ) {}
 
   async initialize(
     req: Request,
@@ -152,6 +119,11 @@ export class LegacyMcpHandler {
       | { kind: 'response'; message: JsonRpcResponse },
     principal: Principal,
   ): Promise<void> {
+    // The call's one tool lookup, before the session is resolved (a scope refusal answers 403 first).
+    const tool =
+      message.kind === 'request' && message.message.method === 'tools/call'
+        ? resolveToolCall(this.registry, message.message.params, principal)
+        : undefined;
     const session = await this.session(req, principal);
     this.checkVersionHeader(req);
     switch (message.kind) {
@@ -164,7 +136,7 @@ export class LegacyMcpHandler {
         res.status(202).end();
         return;
       case 'request':
-        await this.onRequest(res, session, message.message, principal);
+        await this.onRequest(res, session, message.message, principal, tool);
         return;
     }
   }
@@ -267,6 +239,7 @@ export class LegacyMcpHandler {
     session: McpSession,
     m: JsonRpcRequest,
     principal: Principal,
+    tool: ResolvedTool | undefined,
   ): Promise<void> {
     const channel = new LegacyChannel(res, session.id, this.hub, this.events, {
       keepAliveMs: this.config.SSE_KEEPALIVE_MS,
@@ -287,7 +260,7 @@ export class LegacyMcpHandler {
     const params = m.params ?? {};
     const meta = (params._meta ?? {}) as Params;
     const progressToken = progressTokenOf(meta);
-    const ctx: RequestContext & { session: McpSession } = {
+    const ctx: McpRequestContext & { session: McpSession } = {
       era: 'legacy',
       protocolVersion: session.protocolVersion,
       principal,
@@ -301,6 +274,7 @@ export class LegacyMcpHandler {
       notify: (method, p) => channel.emit({ jsonrpc: '2.0', method, params: p }),
       input: new LegacyInput(session, channel, this.clientRequests, controller.signal),
       closeSseStream: () => channel.closeConnection(),
+      tool,
     };
     try {
       if (m.method === 'initialize') {
@@ -310,12 +284,15 @@ export class LegacyMcpHandler {
           400,
         );
       }
-      const own = this.methods.get(m.method);
-      await this.executor.run(
+      const handler = this.methods.handler(m.method, 'legacy');
+      await this.responder.run(
         'legacy',
         m.id,
         channel,
-        () => (own ? own(params, ctx) : this.mcp.handle(m.method, params, ctx)),
+        async () => {
+          if (!handler) throw ProtocolError.methodNotFound(m.method);
+          return handler(params, ctx);
+        },
         undefined,
         controller.signal,
       );

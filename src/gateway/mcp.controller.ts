@@ -21,7 +21,6 @@ import { ANONYMOUS_PRINCIPAL, type Principal, type RequestWithPrincipal } from '
 import { QuotaExceededError } from '../quotas/quota.errors.js';
 import { QuotaService } from '../quotas/quota.service.js';
 import { ToolDispatchError, ToolDispatchErrorCode } from '../tool-dispatch/tool-dispatch.errors.js';
-import { ToolRegistry } from '../tool-dispatch/tool-registry.service.js';
 import { LegacyMcpHandler } from './legacy-mcp.handler.js';
 import { ModernMcpHandler } from './modern-mcp.handler.js';
 import { OriginGuard } from './origin.guard.js';
@@ -64,7 +63,6 @@ export class McpController {
   constructor(
     private readonly legacy: LegacyMcpHandler,
     private readonly modern: ModernMcpHandler,
-    private readonly registry: ToolRegistry,
     private readonly challenges: AuthChallenges,
     private readonly telemetry: McpTelemetry,
     private readonly quotas: QuotaService,
@@ -141,9 +139,7 @@ export class McpController {
         this.hold(res, this.quotas.acquire('in_flight', principal.id));
         res.locals.onSseOpen = () => this.hold(res, this.quotas.acquire('streams', principal.id, true));
       }
-      if (classified.kind === 'request' && classified.message.method === 'tools/call') {
-        this.checkToolScopes(classified.message.params?.name, principal);
-      }
+      // A tools/call's tool and the caller's scopes are resolved once, first thing in the era handler.
       if (hasModernClaim(req, body)) {
         era = 'modern';
         if (classified.kind === 'response') {
@@ -241,21 +237,6 @@ export class McpController {
 
   private principal(req: Request): Principal {
     return (req as Request & RequestWithPrincipal).principal ?? ANONYMOUS_PRINCIPAL;
-  }
-
-  /** Scope refusals happen before any stream opens, so they can carry a 403 and a step-up challenge. */
-  private checkToolScopes(name: unknown, principal: Principal): void {
-    const tool = typeof name === 'string' ? this.registry.getTool(name) : undefined;
-    if (tool && !this.registry.mayCall(tool, principal)) {
-      throw new ToolDispatchError(
-        ToolDispatchErrorCode.INSUFFICIENT_SCOPE,
-        `tool ${tool.name} needs more scopes`,
-        {
-          name: tool.name,
-          requiredScopes: [...tool.scopes],
-        },
-      );
-    }
   }
 
   private fail(req: Request, res: Response, err: unknown, era: Era, id: JsonRpcId | null): void {

@@ -3,16 +3,19 @@ import type { Request, Response } from 'express';
 import { AppConfig } from '../config/app-config.js';
 import { JSONRPC, type JsonRpcRequest } from '../protocol/json-rpc.js';
 import { decodeHeaderValue, nameFieldFor } from '../protocol/mcp-headers.js';
-import { CACHEABLE_METHODS, McpMethodsService, SERVER_INFO } from '../protocol/mcp-methods.service.js';
+import { CACHEABLE_METHODS, SERVER_INFO } from '../protocol/mcp-methods.service.js';
+import { MethodRegistry } from '../protocol/method-registry.js';
 import { InputRequiredSignal, MrtrInput } from '../protocol/mrtr-input.js';
 import { ProtocolError } from '../protocol/protocol.errors.js';
-import { isLoggingLevel, type RequestContext } from '../protocol/request-context.js';
+import { isLoggingLevel, type McpRequestContext } from '../protocol/request-context.js';
 import { paramsDigest, RequestStateCodec } from '../protocol/request-state.js';
 import { isModernVersion, META, MODERN_VERSIONS } from '../protocol/versions.js';
 import type { Principal } from '../principals/principal.js';
+import { resolveToolCall } from '../protocol/tool-call-access.js';
+import type { ResolvedTool } from '../tool-dispatch/tool-registry.service.js';
 import { ToolRegistry } from '../tool-dispatch/tool-registry.service.js';
 import { LifecycleService } from '../lifecycle/lifecycle.service.js';
-import { McpRequestExecutor } from './mcp-request.executor.js';
+import { McpResponder } from './mcp-responder.js';
 import { ModernChannel } from './response-channel.js';
 import { SseStreams } from './sse-streams.service.js';
 import { SseWriter } from './sse-writer.js';
@@ -20,16 +23,8 @@ import { isJsonObject } from '../common/json.js';
 import { progressTokenOf } from '../common/progress-token.js';
 
 type Params = Record<string, unknown>;
-type ModernMethod = (params: Params, ctx: RequestContext) => Promise<Record<string, unknown>>;
 
-/** Validates one listen filter, starts delivering for it, and returns what the acknowledgement echoes. */
-export type ListenFilter = (
-  filter: unknown,
-  ctx: { principal: Principal; clientCapabilities: Params; signal: AbortSignal },
-  send: (method: string, params: Params) => void,
-) => Promise<unknown>;
-
-/** Methods of the handshake era that do not exist in 2026-07-28: 404 + -32601. */
+/** Methods whose input is gathered in MRTR rounds. */
 const MRTR_METHODS = new Set(['tools/call', 'prompts/get', 'resources/read']);
 
 /**
@@ -38,31 +33,24 @@ const MRTR_METHODS = new Set(['tools/call', 'prompts/get', 'resources/read']);
  */
 @Injectable()
 export class ModernMcpHandler {
-  private readonly methods = new Map<string, ModernMethod>();
-  private readonly listenFilters = new Map<string, ListenFilter>();
   private readonly stateCodec: RequestStateCodec;
 
   constructor(
-    private readonly mcp: McpMethodsService,
-    private readonly executor: McpRequestExecutor,
+    private readonly methods: MethodRegistry,
+    private readonly responder: McpResponder,
     private readonly registry: ToolRegistry,
     private readonly lifecycle: LifecycleService,
     private readonly streams: SseStreams,
     private readonly config: AppConfig,
   ) {
     this.stateCodec = new RequestStateCodec(config.MRTR_STATE_SECRET);
-    this.methods.set('server/discover', async () => this.mcp.discoverResult());
-  }
-
-  /** Lets other modules (the tasks extension) add methods of this era. */
-  register(method: string, handler: ModernMethod): void {
-    this.methods.set(method, handler);
   }
 
   /** The -32602 / -32022 / -32020 ladder, before anything runs. Returns the validated envelope. */
   validate(
     req: Request,
     m: { method: string; params?: Params; id?: unknown },
+    tool?: ResolvedTool,
   ): { version: string; caps: Params; meta: Params } {
     const meta = m.params?._meta;
     if (!isJsonObject(meta)) throw ProtocolError.invalidParams('params._meta is required', undefined, 400);
@@ -129,7 +117,7 @@ export class ModernMcpHandler {
         );
       }
     }
-    if (m.method === 'tools/call') this.checkParamHeaders(req, m.params ?? {});
+    if (m.method === 'tools/call') this.checkParamHeaders(req, m.params ?? {}, tool);
     return { version, caps, meta };
   }
 
@@ -137,9 +125,8 @@ export class ModernMcpHandler {
    * SEP-2243: a tool argument whose schema property carries `x-mcp-header: Name` is mirrored by the client
    * in `Mcp-Param-Name`; the header and the body must agree (an omitted header for a present value too).
    */
-  private checkParamHeaders(req: Request, params: Params): void {
-    const tool = typeof params.name === 'string' ? this.registry.getTool(params.name) : undefined;
-    const properties = tool?.inputSchema.properties;
+  private checkParamHeaders(req: Request, params: Params, tool: ResolvedTool | undefined): void {
+    const properties = tool?.descriptor?.inputSchema.properties;
     if (!isJsonObject(properties)) return;
     const args = isJsonObject(params.arguments) ? params.arguments : {};
     for (const [prop, schema] of Object.entries(properties)) {
@@ -169,10 +156,12 @@ export class ModernMcpHandler {
   }
 
   async request(req: Request, res: Response, m: JsonRpcRequest, principal: Principal): Promise<void> {
-    const { version, caps, meta } = this.validate(req, m);
+    // The call's one tool lookup, before the envelope checks (a scope refusal answers 403 first).
+    const tool = m.method === 'tools/call' ? resolveToolCall(this.registry, m.params, principal) : undefined;
+    const { version, caps, meta } = this.validate(req, m, tool);
     const params = m.params ?? {};
-    const own = this.methods.get(m.method);
-    if (!own && !this.mcp.has(m.method)) throw ProtocolError.methodNotFound(m.method, 404);
+    const handler = this.methods.handler(m.method, 'modern');
+    if (!handler) throw ProtocolError.methodNotFound(m.method, 404);
 
     const channel = new ModernChannel(res, {
       keepAliveMs: this.config.SSE_KEEPALIVE_MS,
@@ -193,7 +182,7 @@ export class ModernMcpHandler {
     const input = new MrtrInput(answers, caps);
     const progressToken = progressTokenOf(meta);
     const logLevel = meta[META.LOG_LEVEL];
-    const ctx: RequestContext = {
+    const ctx: McpRequestContext = {
       era: 'modern',
       protocolVersion: version,
       principal,
@@ -206,14 +195,15 @@ export class ModernMcpHandler {
       notify: (method, p) => channel.emit({ jsonrpc: '2.0', method, params: p }),
       input,
       answers,
+      tool,
     };
-    await this.executor.run(
+    await this.responder.run(
       'modern',
       m.id,
       channel,
       async () => {
         try {
-          return own ? await own(params, ctx) : await this.mcp.handle(m.method, params, ctx);
+          return await handler(params, ctx);
         } catch (err) {
           if (mrtr && err instanceof InputRequiredSignal)
             return this.inputRequired(err, params, m.method, principal, answers);
@@ -223,11 +213,6 @@ export class ModernMcpHandler {
       (result) => this.decorate(m.method, result),
       controller.signal,
     );
-  }
-
-  /** Lets other modules honour a subscriptions/listen filter (the tasks extension's `taskIds`). */
-  registerListenFilter(key: string, handler: ListenFilter): void {
-    this.listenFilters.set(key, handler);
   }
 
   /**
@@ -256,7 +241,7 @@ export class ModernMcpHandler {
       else stream.early.push(message);
     };
     try {
-      for (const [key, handler] of this.listenFilters) {
+      for (const [key, handler] of this.methods.listenFilters()) {
         if (filters[key] !== undefined) {
           agreed[key] = await handler(
             filters[key],

@@ -3,7 +3,6 @@ import { createTestApp } from '../../test/support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
 import { ControlledExecutor, metricValue, sleep, waitFor } from '../../test/support/controlled-executor.js';
 import { InstancesService } from '../instances/instances.service.js';
-import { TaskRunnerService } from '../tasks/task-runner.service.js';
 import type { TaskChange } from '../tasks/task.types.js';
 import { JANITOR_LOCK_KEY } from '../tasks/tasks.repository.js';
 import { TasksService, type CreateTaskInput } from '../tasks/tasks.service.js';
@@ -33,12 +32,10 @@ describe('tasks across two instances, leases and the janitor', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase('janitor');
-    a = await createTestApp(db.url, ENV);
-    b = await createTestApp(db.url, ENV);
     execA = new ControlledExecutor();
     execB = new ControlledExecutor();
-    a.get(TaskRunnerService).setExecutor(execA);
-    b.get(TaskRunnerService).setExecutor(execB);
+    a = await createTestApp(db.url, ENV, [], { taskWork: execA });
+    b = await createTestApp(db.url, ENV, [], { taskWork: execB });
   });
   afterAll(async () => {
     await Promise.all([a.close(), b.close()]);
@@ -222,9 +219,8 @@ describe('tasks across two instances, leases and the janitor', () => {
   });
 
   it('shutting an instance down fails its running tasks honestly instead of leaving them working', async () => {
-    const c = await createTestApp(db.url, ENV);
     const execC = new ControlledExecutor();
-    c.get(TaskRunnerService).setExecutor(execC);
+    const c = await createTestApp(db.url, ENV, [], { taskWork: execC });
     const t = await c.get(TasksService).createAndStart(input('d-owner'));
     const run = await execC.run(t.id);
     await c.close();

@@ -1,4 +1,4 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, type OnModuleInit } from '@nestjs/common';
 import { BUILD_VERSION } from '../common/build-info.js';
 import type { LoggingLevel, ToolContext } from '../tool-dispatch/tool-context.js';
 import { ToolRegistry } from '../tool-dispatch/tool-registry.service.js';
@@ -7,19 +7,21 @@ import type {
   CompletionRef,
   ToolDescriptor,
 } from '../tool-dispatch/tool-dispatch.types.js';
+import { MethodRegistry, type MethodHandler } from './method-registry.js';
 import { ProtocolError } from './protocol.errors.js';
-import { LOG_LEVEL_ORDER, type RequestContext } from './request-context.js';
+import { LOG_LEVEL_ORDER, type McpRequestContext } from './request-context.js';
 import { MODERN_VERSIONS, TASKS_EXTENSION } from './versions.js';
 
 export const SERVER_INFO = { name: 'mcp-task-server', title: 'MCP Task Server', version: BUILD_VERSION };
 
 type Params = Record<string, unknown>;
-type Handler = (params: Params, ctx: RequestContext) => Promise<Record<string, unknown>>;
 
-/** Methods served the same way in both eras; era-only methods are added by the era handlers. */
+/**
+ * Methods served the same way in both eras. `tools/call` is served by the tasks protocol (it decides whether
+ * a call runs inline or as a task) on top of `callTool` below.
+ */
 type SharedMethod =
   | 'tools/list'
-  | 'tools/call'
   | 'resources/list'
   | 'resources/templates/list'
   | 'resources/read'
@@ -73,22 +75,24 @@ function completionContext(context: Params | undefined): CompletionContext | und
 }
 
 /**
- * The MCP methods shared by both eras, on top of the tool catalog. Results are era-neutral here; the era
- * handlers add `resultType`, `_meta` and caching hints.
+ * The MCP methods shared by both eras, on top of the tool catalog, registered at init. Results are
+ * era-neutral here; the era handlers add `resultType`, `_meta` and caching hints.
  */
 @Injectable()
-export class McpMethodsService {
-  private readonly handlers = new Map<string, Handler>();
+export class McpMethodsService implements OnModuleInit {
+  constructor(
+    private readonly catalog: ToolRegistry,
+    private readonly methods: MethodRegistry,
+  ) {}
 
-  constructor(private readonly catalog: ToolRegistry) {
-    const h: Record<SharedMethod, Handler> = {
+  onModuleInit(): void {
+    const h: Record<SharedMethod, MethodHandler> = {
       'tools/list': async (p, ctx) =>
         this.page(
           p,
           this.catalog.listTools().map((t) => this.renderTool(t, ctx)),
           'tools',
         ),
-      'tools/call': async (p, ctx) => this.callTool(p, ctx),
       'resources/list': async (p) => this.page(p, this.catalog.listResources(), 'resources'),
       'resources/templates/list': async (p) =>
         this.page(p, this.catalog.listResourceTemplates(), 'resourceTemplates'),
@@ -113,21 +117,8 @@ export class McpMethodsService {
         return { completion };
       },
     };
-    for (const [m, fn] of Object.entries(h)) this.handlers.set(m, fn);
-  }
-
-  has(method: string): boolean {
-    return this.handlers.has(method);
-  }
-
-  async handle(method: string, params: Params, ctx: RequestContext): Promise<Record<string, unknown>> {
-    const handler = this.handlers.get(method);
-    if (!handler) throw ProtocolError.methodNotFound(method);
-    return handler(params, ctx);
-  }
-
-  getTool(name: string): ToolDescriptor | undefined {
-    return this.catalog.getTool(name);
+    for (const [m, fn] of Object.entries(h)) this.methods.register(m, fn, { eras: ['legacy', 'modern'] });
+    this.methods.register('server/discover', async () => this.discoverResult(), { eras: ['modern'] });
   }
 
   capabilities(era: 'legacy' | 'modern'): Record<string, unknown> {
@@ -153,7 +144,7 @@ export class McpMethodsService {
   }
 
   /** Builds the ToolContext a handler sees from the request context. */
-  toolContext(ctx: RequestContext, taskId?: string): ToolContext {
+  toolContext(ctx: McpRequestContext, taskId?: string): ToolContext {
     const threshold = ctx.logLevel === null ? Infinity : LOG_LEVEL_ORDER.indexOf(ctx.logLevel);
     return {
       principal: ctx.principal,
@@ -176,16 +167,19 @@ export class McpMethodsService {
     };
   }
 
-  private async callTool(p: Params, ctx: RequestContext): Promise<Record<string, unknown>> {
+  /** Runs the tool named in `params.name` inline (the plain tools/call, under any task decision). */
+  async callTool(p: Params, ctx: McpRequestContext): Promise<Record<string, unknown>> {
     const name = str(p, 'name');
     const args = p.arguments === undefined ? {} : p.arguments;
     if (typeof args !== 'object' || args === null || Array.isArray(args)) {
       throw ProtocolError.invalidParams('params.arguments must be an object');
     }
-    return { ...(await this.catalog.callTool(name, args, this.toolContext(ctx))) };
+    // The tool the era handler resolved for this call, when it is the one named here (no second lookup).
+    const tool = ctx.tool?.name === name ? ctx.tool : name;
+    return { ...(await this.catalog.callTool(tool, args, this.toolContext(ctx))) };
   }
 
-  private renderTool(t: ToolDescriptor, ctx: RequestContext): Record<string, unknown> {
+  private renderTool(t: ToolDescriptor, ctx: McpRequestContext): Record<string, unknown> {
     const out: Record<string, unknown> = { name: t.name };
     if (t.title) out.title = t.title;
     if (t.description) out.description = t.description;

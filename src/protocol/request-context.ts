@@ -1,12 +1,13 @@
 import type { Principal } from '../principals/principal.js';
 import type { McpSession } from '../sessions/session.entity.js';
 import type { InputApi, LoggingLevel, ProgressUpdate } from '../tool-dispatch/tool-context.js';
+import type { ResolvedTool } from '../tool-dispatch/tool-registry.service.js';
 import type { JsonRpcId } from './json-rpc.js';
 
 export type Era = 'legacy' | 'modern';
 
 /** Everything a method handler knows about the request it serves, whatever the transport and era. */
-export interface RequestContext {
+export interface McpRequestContext {
   era: Era;
   protocolVersion: string;
   principal: Principal;
@@ -29,6 +30,11 @@ export interface RequestContext {
    * task's statusMessage follows it. Must not throw or wait.
    */
   reportTaskProgress?: (update: ProgressUpdate) => void;
+  /**
+   * tools/call: the tool named in params.name, looked up once (with the caller's access) by the era handler
+   * at the start of the call; everything below uses it instead of looking the tool up again.
+   */
+  tool?: ResolvedTool;
   /** Modern era: answers gathered so far (MRTR), for the handler's input API. */
   answers?: Record<string, unknown>;
 }

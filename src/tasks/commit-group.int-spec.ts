@@ -28,15 +28,15 @@ describe('commit groups (real PostgreSQL)', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase('commit_group');
-    app = await createTestApp(db.url, {
-      JANITOR_ENABLED: 'false',
-      TASK_EXPIRED_GRACE_MS: '0',
-      DB_POOL_MAX: '12',
-    });
+    executor = new ControlledExecutor();
+    app = await createTestApp(
+      db.url,
+      { JANITOR_ENABLED: 'false', TASK_EXPIRED_GRACE_MS: '0', DB_POOL_MAX: '12' },
+      [],
+      { taskWork: executor },
+    );
     tasks = app.get(TasksService);
     repo = app.get(TasksRepository);
-    executor = new ControlledExecutor();
-    app.get(TaskRunnerService).setExecutor(executor);
     me = app.get(InstancesService).instanceId;
     repo.onCommitGroup((kind, size, fellBack) => groups.push({ kind, size, fellBack }));
   });
@@ -407,8 +407,9 @@ describe('commits whose answer is lost (real PostgreSQL through a proxy)', () =>
   beforeAll(async () => {
     db = await createTestDatabase('commit_lost');
     proxy = await PgProxy.start(db.url);
-    app = await createTestApp(proxy.via(db.url), { JANITOR_ENABLED: 'false', DB_POOL_MAX: '12' });
-    app.get(TaskRunnerService).setExecutor(new ControlledExecutor());
+    app = await createTestApp(proxy.via(db.url), { JANITOR_ENABLED: 'false', DB_POOL_MAX: '12' }, [], {
+      taskWork: new ControlledExecutor(),
+    });
     repo = app.get(TasksRepository);
     me = app.get(InstancesService).instanceId;
     repo.onCommitGroup((kind, size, fellBack) => groups.push({ kind, size, fellBack }));

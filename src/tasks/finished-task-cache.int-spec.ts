@@ -2,7 +2,6 @@ import type { INestApplication } from '@nestjs/common';
 import { createTestApp } from '../../test/support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
 import { ControlledExecutor, sleep } from '../../test/support/controlled-executor.js';
-import { TaskRunnerService } from './task-runner.service.js';
 import { TaskError, TaskErrorCode } from './tasks.errors.js';
 import { TasksService, type CreateTaskInput } from './tasks.service.js';
 
@@ -23,10 +22,9 @@ describe('finished tasks kept in memory after a read (real PostgreSQL)', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase('finished_cache');
-    app = await createTestApp(db.url, { JANITOR_ENABLED: 'false' });
-    tasks = app.get(TasksService);
     exec = new ControlledExecutor();
-    app.get(TaskRunnerService).setExecutor(exec);
+    app = await createTestApp(db.url, { JANITOR_ENABLED: 'false' }, [], { taskWork: exec });
+    tasks = app.get(TasksService);
   });
   afterAll(async () => {
     await app.close();

@@ -31,9 +31,8 @@ describe('task writes whose COMMIT answer is lost (real PostgreSQL through a pro
   beforeAll(async () => {
     db = await createTestDatabase('lost_commit_writes');
     proxy = await PgProxy.start(db.url);
-    app = await createTestApp(proxy.via(db.url), { JANITOR_ENABLED: 'false' });
     executor = new ControlledExecutor();
-    app.get(TaskRunnerService).setExecutor(executor);
+    app = await createTestApp(proxy.via(db.url), { JANITOR_ENABLED: 'false' }, [], { taskWork: executor });
     repo = app.get(TasksRepository);
     tasks = app.get(TasksService);
     me = app.get(InstancesService).instanceId;

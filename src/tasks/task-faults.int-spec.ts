@@ -72,19 +72,23 @@ describe('task faults on real PostgreSQL', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase('task_faults');
-    app = await createTestApp(db.url, {
-      JANITOR_ENABLED: 'false',
-      TASK_LOCK_TIMEOUT_MS: String(LOCK_TIMEOUT_MS),
-      TASK_LEASE_MS: String(LEASE_MS),
-      TASK_PROGRESS_WRITE_MS: '0',
-      TASK_WRITE_RETRY_MS: String(WRITE_RETRY_MS),
-    });
+    exec = new ControlledExecutor();
+    app = await createTestApp(
+      db.url,
+      {
+        JANITOR_ENABLED: 'false',
+        TASK_LOCK_TIMEOUT_MS: String(LOCK_TIMEOUT_MS),
+        TASK_LEASE_MS: String(LEASE_MS),
+        TASK_PROGRESS_WRITE_MS: '0',
+        TASK_WRITE_RETRY_MS: String(WRITE_RETRY_MS),
+      },
+      [],
+      { taskWork: exec },
+    );
     tasks = app.get(TasksService);
     repo = app.get(TasksRepository);
     runner = app.get(TaskRunnerService);
     janitor = app.get(JanitorService);
-    exec = new ControlledExecutor();
-    runner.setExecutor(exec);
     me = app.get(InstancesService).instanceId;
   });
   afterAll(async () => {

@@ -1,10 +1,8 @@
 import { correlationId, internalErrorText, isInfrastructureFault } from '../common/internal-fault.js';
 import { unstorableText, UnstorableValueError } from '../common/storable-text.js';
 import {
-  Inject,
   Injectable,
   Logger,
-  Optional,
   type BeforeApplicationShutdown,
   type OnApplicationShutdown,
   type OnModuleInit,
@@ -19,14 +17,13 @@ import { isTerminal, isTaskStatus } from './task-state.js';
 import { TaskMetrics } from './task-metrics.service.js';
 import { ProgressThrottle, progressMessage } from './progress-throttle.js';
 import {
-  TASK_WORK_EXECUTOR,
   type TaskErrorPayload,
   type TaskExecutionContext,
   type TaskOutcome,
   type TaskSnapshot,
-  type TaskWorkExecutor,
 } from './task.types.js';
 import { TaskError, TaskErrorCode } from './tasks.errors.js';
+import { TaskWork } from './task-work.js';
 import { UnresolvedWriteError } from './unresolved-write.js';
 import {
   TASK_CHANNEL,
@@ -144,7 +141,6 @@ function errorPayload(err: unknown, correlation: string): TaskErrorPayload {
 export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdown, OnApplicationShutdown {
   private readonly logger = new Logger(TaskRunnerService.name);
   private readonly running = new Map<string, RunningTask>();
-  private executor: TaskWorkExecutor | null;
   private leaseTimer: NodeJS.Timeout | undefined;
   private drainStartedAt: number | undefined;
   private offBus: (() => void) | undefined;
@@ -157,10 +153,8 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     private readonly config: AppConfig,
     private readonly metrics: TaskMetrics,
     private readonly lifecycle: LifecycleService,
-    @Optional() @Inject(TASK_WORK_EXECUTOR) executor?: TaskWorkExecutor,
-  ) {
-    this.executor = executor ?? null;
-  }
+    private readonly work: TaskWork,
+  ) {}
 
   onModuleInit(): void {
     this.offBus = this.bus.subscribe(TASK_CHANNEL, (payload) => this.onChange(payload));
@@ -173,11 +167,6 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
       Math.max(250, Math.floor(this.config.TASK_LEASE_MS / 3)),
     );
     this.leaseTimer.unref();
-  }
-
-  /** The protocol layer plugs in the work (when it does not provide TASK_WORK_EXECUTOR). */
-  setExecutor(executor: TaskWorkExecutor): void {
-    this.executor = executor;
   }
 
   get instanceId(): string {
@@ -198,7 +187,6 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
    * arrived (answers and handler state come from the snapshot).
    */
   start(task: TaskSnapshot): void {
-    const executor = this.executor;
     const controller = new AbortController();
     const fence = this.fenceOf(task);
     let report: (u: ProgressUpdate) => void = () => undefined;
@@ -218,11 +206,9 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
       'gen_ai.operation.name': 'execute_tool',
       'mcp.task.input_round': task.inputRounds,
     });
-    const outcome = executor
-      ? context.with(trace.setSpan(context.active(), span), () =>
-          Promise.resolve().then(() => executor.execute(task, ctx)),
-        )
-      : Promise.reject(new Error('no TaskWorkExecutor is configured'));
+    const outcome = context.with(trace.setSpan(context.active(), span), () =>
+      Promise.resolve().then(() => this.work.execute(task, ctx)),
+    );
     report = this.launch(task, controller, outcome, span);
   }
 

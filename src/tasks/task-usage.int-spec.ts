@@ -8,7 +8,6 @@ import { newTaskRow, usageAgainstRows } from '../../test/support/task-registry.j
 import { ControlledExecutor, sleep } from '../../test/support/controlled-executor.js';
 import { InstancesService } from '../instances/instances.service.js';
 import { JanitorService } from '../janitor/janitor.service.js';
-import { TaskRunnerService } from './task-runner.service.js';
 import { TaskError, TaskErrorCode } from './tasks.errors.js';
 import { TasksRepository, type CreationLimits, type NewTask } from './tasks.repository.js';
 import { TasksService } from './tasks.service.js';
@@ -26,10 +25,11 @@ describe('task usage counters (real PostgreSQL)', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase('task_usage');
-    app = await createTestApp(db.url, { JANITOR_ENABLED: 'false', TASK_EXPIRED_GRACE_MS: '0' });
+    app = await createTestApp(db.url, { JANITOR_ENABLED: 'false', TASK_EXPIRED_GRACE_MS: '0' }, [], {
+      taskWork: new ControlledExecutor(),
+    });
     tasks = app.get(TasksService);
     repo = app.get(TasksRepository);
-    app.get(TaskRunnerService).setExecutor(new ControlledExecutor());
     me = app.get(InstancesService).instanceId;
   });
   afterAll(async () => {

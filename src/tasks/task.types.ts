@@ -97,18 +97,6 @@ export interface TaskExecutionContext {
   reportProgress(update: ProgressUpdate): void;
 }
 
-/**
- * The work behind a task, supplied by the protocol layer (it knows tools, handlers and eras). The runner
- * calls `execute` for the first run and again for every resume after an input round, and records the
- * outcome fenced by the task's generation.
- */
-export interface TaskWorkExecutor {
-  execute(task: TaskSnapshot, ctx: TaskExecutionContext): Promise<TaskOutcome>;
-}
-
-/** Injection token under which a module may provide the TaskWorkExecutor (or call runner.setExecutor). */
-export const TASK_WORK_EXECUTOR = Symbol('TASK_WORK_EXECUTOR');
-
 /** Published (ids and status only) on every creation and status change, from whichever instance made it. */
 export interface TaskChange {
   taskId: string;

@@ -40,12 +40,11 @@ describe('task registry on real PostgreSQL (one instance)', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase('tasks');
-    app = await createTestApp(db.url, { JANITOR_ENABLED: 'false' });
+    exec = new ControlledExecutor();
+    app = await createTestApp(db.url, { JANITOR_ENABLED: 'false' }, [], { taskWork: exec });
     tasks = app.get(TasksService);
     repo = app.get(TasksRepository);
     runner = app.get(TaskRunnerService);
-    exec = new ControlledExecutor();
-    runner.setExecutor(exec);
     me = app.get(InstancesService).instanceId;
   });
   afterAll(async () => {

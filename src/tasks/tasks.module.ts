@@ -11,7 +11,7 @@ import { TaskError } from './tasks.errors.js';
 
 /**
  * The task registry. Exports the domain API (TasksService, including `decide` for the execution decision),
- * the runner (to plug in the TaskWorkExecutor and adopt escalated work) and the repository for the janitor.
+ * the runner (which receives its TaskWork by injection, and adopts escalated work) and the repository for the janitor.
  * The pure decision function itself is `decideExecution` in execution-decision.ts.
  */
 @Module({

@@ -4,7 +4,7 @@ import { AppConfig } from '../config/app-config.js';
 import { InstancesService } from '../instances/instances.service.js';
 import { linkActiveSpanToTask } from '../telemetry/task-spans.js';
 import { captureTraceContext } from '../telemetry/trace-context.js';
-import { decideExecution, type CallSignals, type ExecutionDecision } from './execution-decision.js';
+import { decideExecution, type CallSignals, type ExecutionDecision } from './protocol/execution-decision.js';
 import { decodeCursor, encodeCursor, isWellFormedTaskId, newTaskId } from './task-ids.js';
 import { FinishedTaskCache } from './finished-task-cache.js';
 import { isTerminal } from './task-state.js';

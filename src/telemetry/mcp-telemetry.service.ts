@@ -79,7 +79,7 @@ export class McpTelemetry {
     const method = KNOWN_METHODS.has(rawMethod) ? rawMethod : 'other';
     const params = isJsonObject(body.params) ? body.params : {};
     const name = typeof params.name === 'string' ? params.name : undefined;
-    const toolName = method === 'tools/call' && name && this.registry.getTool(name) ? name : '';
+    const toolName = method === 'tools/call' && name && this.registry.hasTool(name) ? name : '';
     const promptName = method === 'prompts/get' && name && this.isPrompt(name) ? name : '';
     const target = toolName || promptName;
 

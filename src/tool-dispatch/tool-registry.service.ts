@@ -25,6 +25,21 @@ import { ToolExplorer } from './tool-explorer.service.js';
 import { isJsonObject } from '../common/json.js';
 import { errorMessage } from '../common/error-message.js';
 
+/**
+ * A tool looked up once for one tools/call, with whether the caller may call it: the protocol layer resolves
+ * it at the start of the call and hands it down, so that nothing below looks the tool up again.
+ */
+export interface ResolvedTool {
+  /** The name the call asked for. */
+  readonly name: string;
+  /** Undefined when no tool has that name. */
+  readonly descriptor: ToolDescriptor | undefined;
+  /** Whether the resolving principal holds every scope the tool declares (false for an unknown tool). */
+  readonly mayCall: boolean;
+  /** The registry's own entry, for `callTool`. */
+  readonly definition: ToolDefinition | undefined;
+}
+
 /** The most values one `completion/complete` answer may carry (MCP limit). */
 export const MAX_COMPLETION_VALUES = 100;
 
@@ -91,6 +106,22 @@ export class ToolRegistry implements OnModuleInit {
     return this.catalog.tools.get(name)?.descriptor;
   }
 
+  /** Whether a tool has this name (a label guard; a call resolves its tool with `resolve`). */
+  hasTool(name: string): boolean {
+    return this.catalog.tools.has(name);
+  }
+
+  /** Looks a tool up for one call and decides the principal's access to it (see `mayCall`). */
+  resolve(name: string, principal: Principal): ResolvedTool {
+    const definition = this.catalog.tools.get(name);
+    return {
+      name,
+      definition,
+      descriptor: definition?.descriptor,
+      mayCall: definition ? this.mayCall(definition.descriptor, principal) : false,
+    };
+  }
+
   /**
    * Whether `principal` holds every scope the tool declares. The anonymous development principal (no auth
    * provider configured) is not scope-checked: with auth off there is nothing to check scopes against.
@@ -124,16 +155,19 @@ export class ToolRegistry implements OnModuleInit {
    * - with an output schema, any other object → validated, sent as `structuredContent` plus a JSON text copy;
    * - without one, any other value → its JSON text; `undefined`/`null` → empty content.
    * A result breaking the declared output schema throws `INVALID_RESULT` (a server bug, reported as such).
+   * `target` is a tool name, or a tool resolved for this call already (`resolve`; no second lookup).
    */
-  async callTool(name: string, rawArgs: unknown, ctx: ToolContext): Promise<CallToolResult> {
-    const tool = this.catalog.tools.get(name);
+  async callTool(target: string | ResolvedTool, rawArgs: unknown, ctx: ToolContext): Promise<CallToolResult> {
+    const resolved = typeof target === 'string' ? this.resolve(target, ctx.principal) : target;
+    const name = resolved.name;
+    const tool = resolved.definition;
     if (!tool) {
       const shown = echoed(name);
       throw new ToolDispatchError(ToolDispatchErrorCode.TOOL_NOT_FOUND, `Tool not found: ${shown}`, {
         name: shown,
       });
     }
-    if (!this.mayCall(tool.descriptor, ctx.principal)) {
+    if (!resolved.mayCall) {
       throw new ToolDispatchError(
         ToolDispatchErrorCode.INSUFFICIENT_SCOPE,
         `Tool ${name} requires more scopes`,

@@ -1,10 +1,10 @@
 import type { INestApplication } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
 import { PgBusService } from '../../src/bus/pg-bus.service.js';
-import { TaskExecutor } from '../../src/gateway/task-executor.service.js';
+import { TaskToolRunner } from '../../src/tasks/protocol/task-tool-runner.service.js';
 import { principalIdFor } from '../../src/principals/principals.service.js';
 import { QuotaService } from '../../src/quotas/quota.service.js';
-import { ModernMcpHandler } from '../../src/gateway/modern-mcp.handler.js';
+import { MethodRegistry } from '../../src/protocol/method-registry.js';
 import { LifecycleService } from '../../src/lifecycle/lifecycle.service.js';
 import { TASK_CHANNEL } from '../../src/tasks/tasks.repository.js';
 import { TasksService } from '../../src/tasks/tasks.service.js';
@@ -59,7 +59,7 @@ describe('memory that junk requests cannot grow', () => {
 
   it('tasks/update with unknown (6 KB) task ids remembers nothing', async () => {
     const user = freshUser();
-    const executor = app.get(TaskExecutor);
+    const executor = app.get(TaskToolRunner);
     for (let i = 0; i < 200; i++) {
       // 6 KB ids half the time, well-formed but unknown ones otherwise: neither is anybody's task.
       const taskId =
@@ -78,7 +78,7 @@ describe('memory that junk requests cannot grow', () => {
   it("another principal's tasks/update on a parked task is refused and leaves the owner's run alone", async () => {
     const alice = freshUser('alice');
     const bob = freshUser('bob');
-    const executor = app.get(TaskExecutor);
+    const executor = app.get(TaskToolRunner);
     const created = await ok(alice, 'tools/call', { name: 'multi_input', arguments: {} }, ELICIT);
     expect(created.resultType).toBe('task');
     const parked = await waitFor(
@@ -140,7 +140,7 @@ describe('memory that junk requests cannot grow', () => {
     let entered = 0;
     let aborted = 0;
     // A filter that subscribes to task changes (as the taskIds filter does) and then is slow to answer.
-    app.get(ModernMcpHandler).registerListenFilter('slowGate', async (_filter, ctx) => {
+    app.get(MethodRegistry).registerListenFilter('slowGate', async (_filter, ctx) => {
       entered++;
       const off = tasks.onTaskChanged(() => undefined);
       ctx.signal.addEventListener(

@@ -5,8 +5,8 @@ import type {
   TaskExecutionContext,
   TaskOutcome,
   TaskSnapshot,
-  TaskWorkExecutor,
 } from '../../src/tasks/task.types.js';
+import type { TaskWork } from '../../src/tasks/task-work.js';
 
 /** One call of the executor that the test finishes by hand. */
 export interface ControlledRun {
@@ -19,10 +19,10 @@ export interface ControlledRun {
 }
 
 /**
- * A TaskWorkExecutor whose runs stay open until the test settles them, so tests control exactly when (and
+ * A TaskWork whose runs stay open until the test settles them, so tests control exactly when (and
  * how late) a worker reports.
  */
-export class ControlledExecutor implements TaskWorkExecutor {
+export class ControlledExecutor implements TaskWork {
   readonly runs: ControlledRun[] = [];
   private readonly listeners: (() => void)[] = [];
 

@@ -10,6 +10,7 @@ import { NestFactory } from '@nestjs/core';
 import { AppModule } from '../../src/app.module.js';
 import { configureApp } from '../../src/app.setup.js';
 import { loadConfig } from '../../src/config/load-config.js';
+import type { TaskWork } from '../../src/tasks/task-work.js';
 
 @Module({})
 class TestRootModule {}
@@ -18,19 +19,23 @@ class TestRootModule {}
  * The real AppModule and the production HTTP pipeline (configureApp), listening on an ephemeral loopback
  * port, against the given database. `imports` adds test-only modules (a probe controller, say) beside it;
  * `options.logger` replaces the default console logger (to capture what the app logs), or narrows the levels
- * Nest logs (the fuzz tier keeps its thousands of refusals out of the output).
+ * Nest logs (the fuzz tier keeps its thousands of refusals out of the output); `options.taskWork` replaces
+ * the work every task runs (a ControlledExecutor, say).
  */
 export async function createTestApp(
   databaseUrl: string,
   env: Record<string, string> = {},
   imports: (Type | DynamicModule)[] = [],
-  options: { logger?: LoggerService | LogLevel[] } = {},
+  options: { logger?: LoggerService | LogLevel[]; taskWork?: TaskWork } = {},
 ): Promise<INestApplication> {
   const config = loadConfig({ LOG_LEVEL: 'warn', NODE_ENV: 'test', ...env, DATABASE_URL: databaseUrl });
   const root: DynamicModule =
     imports.length === 0
-      ? AppModule.forRoot(config)
-      : { module: TestRootModule, imports: [AppModule.forRoot(config), ...imports] };
+      ? AppModule.forRoot(config, { taskWork: options.taskWork })
+      : {
+          module: TestRootModule,
+          imports: [AppModule.forRoot(config, { taskWork: options.taskWork }), ...imports],
+        };
   const app = await NestFactory.create(root, {
     bodyParser: false,
     logger: options.logger ?? ['error', 'warn'],

@@ -1,9 +1,9 @@
-import type { TaskSnapshot } from './task.types.js';
+import type { TaskSnapshot } from '../task.types.js';
 
 /**
  * A task in each era's vocabulary (https://modelcontextprotocol.io/specification/2025-11-25/basic/utilities/tasks#data-types and
- * https://modelcontextprotocol.io/extensions/tasks/overview). The handshake era nests the task and speaks
- * `ttl`/`pollInterval`; the extension era is flat and speaks `ttlMs`/`pollIntervalMs`, and its detailed form
+ * https://modelcontextprotocol.io/extensions/tasks/overview). The legacy era (2025-11-25) nests the task and speaks
+ * `ttl`/`pollInterval`; the modern era (2026-07-28) is flat and speaks `ttlMs`/`pollIntervalMs`, and its detailed form
  * inlines the result, the error or the outstanding input requests.
  */
 function base(t: TaskSnapshot): Record<string, unknown> {
@@ -30,7 +30,7 @@ export function modernCreateTaskResult(t: TaskSnapshot): Record<string, unknown>
   return { resultType: 'task', ...modernTask(t) };
 }
 
-/** DetailedTask: what tasks/get and notifications/tasks carry in the extension era. */
+/** DetailedTask: what tasks/get and notifications/tasks carry in the modern era. */
 export function modernDetailedTask(t: TaskSnapshot): Record<string, unknown> {
   const out = modernTask(t);
   if (t.status === 'completed' && t.result) out.result = t.result;

@@ -1,5 +1,5 @@
 import { decideExecution, type CallSignals, type ExecutionDecision } from './execution-decision.js';
-import type { TaskSupport } from '../tool-dispatch/tool-context.js';
+import type { TaskSupport } from '../../tool-dispatch/tool-context.js';
 
 const opts = { inlineWindowMs: 100 };
 const supports: (TaskSupport | undefined)[] = [undefined, 'forbidden', 'optional', 'required'];
@@ -44,7 +44,7 @@ describe('decideExecution', () => {
     expect(table).toHaveLength(supports.length * 2 * 2);
   });
 
-  it('names the tool and its taskSupport in handshake-era refusals', () => {
+  it('names the tool and its taskSupport in legacy-era refusals', () => {
     const forbidden = decideExecution(legacy('forbidden', true), 'greet', opts);
     expect(forbidden).toEqual({
       mode: 'refuse',

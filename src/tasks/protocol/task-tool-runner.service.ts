@@ -1,20 +1,19 @@
-import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
-import { JsonRpcError } from '../common/json-rpc-error.js';
-import { JSONRPC } from '../protocol/json-rpc.js';
-import { McpMethodsService } from '../protocol/mcp-methods.service.js';
-import { InputRequiredSignal, MrtrInput } from '../protocol/mrtr-input.js';
-import type { RequestContext } from '../protocol/request-context.js';
-import { META } from '../protocol/versions.js';
-import type { Principal } from '../principals/principal.js';
-import { QuotaService } from '../quotas/quota.service.js';
-import { SessionsService } from '../sessions/sessions.service.js';
-import { TaskRunnerService } from '../tasks/task-runner.service.js';
-import type {
-  TaskExecutionContext,
-  TaskOutcome,
-  TaskSnapshot,
-  TaskWorkExecutor,
-} from '../tasks/task.types.js';
+import { Injectable, Logger } from '@nestjs/common';
+import { JsonRpcError } from '../../common/json-rpc-error.js';
+import { isJsonObject } from '../../common/json.js';
+import { errorMessage } from '../../common/error-message.js';
+import { progressTokenOf } from '../../common/progress-token.js';
+import { JSONRPC } from '../../protocol/json-rpc.js';
+import { McpMethodsService } from '../../protocol/mcp-methods.service.js';
+import { InputRequiredSignal, MrtrInput } from '../../protocol/mrtr-input.js';
+import type { McpRequestContext } from '../../protocol/request-context.js';
+import { META } from '../../protocol/versions.js';
+import type { Principal } from '../../principals/principal.js';
+import type { ResolvedTool } from '../../tool-dispatch/tool-registry.service.js';
+import { QuotaService } from '../../quotas/quota.service.js';
+import { SessionsService } from '../../sessions/sessions.service.js';
+import type { TaskExecutionContext, TaskOutcome, TaskSnapshot } from '../task.types.js';
+import { TaskWork } from '../task-work.js';
 import {
   type ElicitParams,
   type ElicitResult,
@@ -22,14 +21,9 @@ import {
   type RootsResult,
   type SampleParams,
   type SampleResult,
-} from '../tool-dispatch/tool-context.js';
-import { ClientRequestsService } from './client-requests.service.js';
-import { STANDALONE_STREAM, StreamHub } from './stream-hub.service.js';
-import { isJsonObject } from '../common/json.js';
-import { errorMessage } from '../common/error-message.js';
-import { progressTokenOf } from '../common/progress-token.js';
-
-type Params = Record<string, unknown>;
+} from '../../tool-dispatch/tool-context.js';
+import { SessionStream } from './session-stream.port.js';
+import type { Params } from './task-params.js';
 
 /** Wire keys are `r<round>.<local key>`; the handler knows only its local keys. */
 function localAnswers(wire: Readonly<Record<string, unknown>>): Record<string, unknown> {
@@ -44,39 +38,38 @@ function localAnswers(wire: Readonly<Record<string, unknown>>): Record<string, u
 
 /**
  * Runs a task's tool call in the background, for both eras. The tool sees the same ToolContext as inline:
- * in the extension era its questions park the task as input_required (answered with tasks/update, then the
- * handler runs again from the top with every answer); in the handshake era they go to the client as
- * server-to-client requests on the session's stream, tagged with the related task.
+ * in the modern era (2026-07-28) its questions park the task as input_required (answered with tasks/update,
+ * then the handler runs again from the top with every answer); in the legacy era (2025-11-25) they go to the
+ * client as server-to-client requests on the session's stream, tagged with the related task.
  */
 @Injectable()
-export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
-  private readonly logger = new Logger(TaskExecutor.name);
+export class TaskToolRunner extends TaskWork {
+  private readonly logger = new Logger(TaskToolRunner.name);
   /**
    * Who starts or resumes each task on this instance (the tool context carries a principal, not an id).
    * Filled only after the registry accepted the caller as the owner, just before the run starts, and
    * taken back as the run begins: it never holds more entries than runs starting at this moment.
    */
   private readonly principals = new Map<string, Principal>();
-  /** The session a handshake-era run was created in, as the creating request saw it (saves a read). */
+  /** The session a legacy-era run was created in, as the creating request saw it (saves a read). */
   private readonly sessionViews = new Map<string, SessionView>();
+  /** The tool the creating request resolved (a legacy task's first run does not look it up again). */
+  private readonly tools = new Map<string, ResolvedTool>();
 
   constructor(
-    private readonly runner: TaskRunnerService,
     private readonly mcp: McpMethodsService,
-    private readonly hub: StreamHub,
-    private readonly clientRequests: ClientRequestsService,
+    private readonly stream: SessionStream,
     private readonly sessions: SessionsService,
     private readonly quotas: QuotaService,
-  ) {}
-
-  onModuleInit(): void {
-    this.runner.setExecutor(this);
+  ) {
+    super();
   }
 
   /** Call only with the owner's principal, after the registry checked ownership (creation or resume). */
-  rememberPrincipal(taskId: string, principal: Principal, session?: SessionView): void {
+  rememberPrincipal(taskId: string, principal: Principal, session?: SessionView, tool?: ResolvedTool): void {
     this.principals.set(taskId, principal);
     if (session) this.sessionViews.set(taskId, session);
+    if (tool) this.tools.set(taskId, tool);
   }
 
   /** Principals remembered for runs that have not begun yet (0 when idle). */
@@ -87,10 +80,12 @@ export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
   async execute(task: TaskSnapshot, ctx: TaskExecutionContext): Promise<TaskOutcome> {
     const principal = this.principals.get(task.id);
     const session = this.sessionViews.get(task.id);
+    const tool = this.tools.get(task.id);
     this.principals.delete(task.id);
     this.sessionViews.delete(task.id);
+    this.tools.delete(task.id);
     // Without one (a run rescued or resumed by the registry on its own), the owner's id stands in.
-    return this.run(task, ctx, principal ?? fallbackPrincipal(task.ownerId), session);
+    return this.run(task, ctx, principal ?? fallbackPrincipal(task.ownerId), session, tool);
   }
 
   /** Runs the tool once under a request context of the task's era; maps how it ended to a TaskOutcome. */
@@ -131,13 +126,14 @@ export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
     ctx: TaskExecutionContext,
     principal: Principal,
     knownSession?: SessionView,
+    tool?: ResolvedTool,
   ): Promise<TaskOutcome> {
     const params = task.requestParams;
     const meta = isJsonObject(params._meta) ? params._meta : {};
     let input: InputApi;
     let clientCapabilities: Params;
     let protocolVersion: string;
-    let notify: RequestContext['notify'] = async () => undefined;
+    let notify: McpRequestContext['notify'] = async () => undefined;
     const progressToken = progressTokenOf(meta);
 
     if (task.era === 'modern') {
@@ -153,13 +149,13 @@ export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
       const session = knownSession ?? (task.sessionId ? await this.sessions.find(task.sessionId) : null);
       clientCapabilities = session?.clientCapabilities ?? {};
       protocolVersion = session?.protocolVersion ?? '2025-11-25';
-      input = new LegacyTaskInput(task, ctx, this.clientRequests, clientCapabilities);
+      input = new LegacyTaskInput(task, ctx, this.stream, clientCapabilities);
       if (task.sessionId) {
         const sessionId = task.sessionId;
         // A notification that cannot be delivered (the database is down) is lost, never the tool's error.
         notify = async (method, p) => {
           try {
-            await this.hub.publish(sessionId, STANDALONE_STREAM, {
+            await this.stream.publish(sessionId, {
               jsonrpc: '2.0',
               method,
               params: { ...p, _meta: { [META.RELATED_TASK]: { taskId: task.id } } },
@@ -171,7 +167,7 @@ export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
       }
     }
 
-    const rctx: RequestContext = {
+    const rctx: McpRequestContext = {
       era: task.era,
       protocolVersion,
       principal,
@@ -179,7 +175,7 @@ export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
       requestId: task.id,
       method: 'tools/call',
       signal: ctx.signal,
-      // Progress and log notifications are not part of the extension's tasks; the handshake era keeps the
+      // Progress and log notifications are not part of the modern era's tasks; the legacy era keeps the
       // progress token valid for the task's life and sends them on the session's stream.
       progressToken: task.era === 'legacy' ? progressToken : undefined,
       logLevel: null,
@@ -187,14 +183,15 @@ export class TaskExecutor implements TaskWorkExecutor, OnModuleInit {
       // Both eras: the latest progress becomes the task's statusMessage (rate-limited by the runner).
       reportTaskProgress: (u) => ctx.reportProgress(u),
       input,
+      tool,
     };
     const { inputResponses: _i, requestState: _r, ...callParams } = params;
-    const outcome = await this.outcomeOf(() => this.mcp.handle('tools/call', callParams, rctx));
+    const outcome = await this.outcomeOf(() => this.mcp.callTool(callParams, rctx));
     return task.era === 'legacy' ? legacyToolErrorAsFailure(outcome) : outcome;
   }
 }
 
-/** What a handshake-era run needs of its session (both fixed when the session was initialized). */
+/** What a legacy-era run needs of its session (both fixed when the session was initialized). */
 export interface SessionView {
   clientCapabilities: Params;
   protocolVersion: string;
@@ -205,7 +202,7 @@ export const TOOL_ERROR_RESULT = 'toolErrorResult';
 
 /**
  * 2025-11-25: a tool error result (`isError`) ends the task failed; tasks/result still returns exactly what
- * the call returned, so the result rides along in the error's data. (The extension era keeps it completed.)
+ * the call returned, so the result rides along in the error's data. (The modern era keeps it completed.)
  */
 function legacyToolErrorAsFailure(outcome: TaskOutcome): TaskOutcome {
   if (outcome.kind !== 'completed' || outcome.result.isError !== true) return outcome;
@@ -230,14 +227,14 @@ function fallbackPrincipal(ownerId: string): Principal {
 }
 
 /**
- * Handshake-era input for a task: a server-to-client request on the session's own stream carrying the
+ * Legacy-era input for a task: a server-to-client request on the session's own stream carrying the
  * related-task `_meta`, with the task shown as input_required while the client is asked.
  */
 class LegacyTaskInput implements InputApi {
   constructor(
     private readonly task: TaskSnapshot,
     private readonly ctx: TaskExecutionContext,
-    private readonly requests: ClientRequestsService,
+    private readonly stream: SessionStream,
     private readonly caps: Params,
   ) {}
 
@@ -260,9 +257,8 @@ class LegacyTaskInput implements InputApi {
     if (!this.task.sessionId) throw new Error('This task has no session to ask the client through');
     await this.ctx.setStatus('input_required', `Waiting for the client to answer ${method}`);
     try {
-      return await this.requests.request(
+      return await this.stream.request(
         this.task.sessionId,
-        STANDALONE_STREAM,
         method,
         { ...params, _meta: { [META.RELATED_TASK]: { taskId: this.task.id } } },
         this.ctx.signal,

@@ -1,11 +1,11 @@
-import type { TaskSupport } from '../tool-dispatch/tool-context.js';
-import type { TaskEra } from './task.types.js';
+import type { TaskSupport } from '../../tool-dispatch/tool-context.js';
+import type { TaskEra } from '../task.types.js';
 
 /**
  * How a tools/call runs, decided in one place for every transport. Inputs are what the tool declared
  * (`taskSupport`, absent = forbidden), what the client asked for on this request, and the era:
  *
- * handshake era (2025-11-25; https://modelcontextprotocol.io/specification/2025-11-25/basic/utilities/tasks#tool-level-negotiation):
+ * legacy era (2025-11-25; https://modelcontextprotocol.io/specification/2025-11-25/basic/utilities/tasks#tool-level-negotiation):
  * the client asks with `params.task`.
  *   | taskSupport | params.task | decision                                   |
  *   | forbidden   | absent      | inline                                     |
@@ -15,7 +15,7 @@ import type { TaskEra } from './task.types.js';
  *   | required    | absent      | refuse: method_not_found (-32601, MUST)    |
  *   | required    | present     | task                                       |
  *
- * extension era (2026-07-28; §3.3, §3.10, §3.13): the server decides; the client only says, per request in
+ * modern era (2026-07-28; §3.3, §3.10, §3.13): the server decides; the client only says, per request in
  * `_meta`, that it can take a task (`extensions["io.modelcontextprotocol/tasks"]`). A legacy `task` param
  * is ignored, and a client that declared only the legacy capability counts as not declaring.
  *   | taskSupport | extension declared | decision                                              |
@@ -25,7 +25,7 @@ import type { TaskEra } from './task.types.js';
  *   | required    | no                 | refuse: missing_capability (-32021, HTTP 400)         |
  *   | required    | yes                | task (CreateTaskResult, after any synchronous MRTR)   |
  *
- * In the handshake era a client's `capabilities.tasks` from initialize describes what *it* can host
+ * In the legacy era a client's `capabilities.tasks` from initialize describes what *it* can host
  * (sampling/elicitation as tasks); it does not gate tool tasks, so it is not an input here.
  */
 
@@ -46,9 +46,9 @@ export interface ModernCallSignals {
 export type CallSignals = LegacyCallSignals | ModernCallSignals;
 
 export type RefusalKind =
-  /** Handshake era: answer -32601 Method not found. */
+  /** Legacy era: answer -32601 Method not found. */
   | 'method_not_found'
-  /** Extension era: answer -32021 Missing required client capability (HTTP 400) with requiredCapabilities. */
+  /** Modern era: answer -32021 Missing required client capability (HTTP 400) with requiredCapabilities. */
   | 'missing_capability';
 
 export type ExecutionDecision =

@@ -1,5 +1,5 @@
 import type { JsonRpcResponse } from '../protocol/json-rpc.js';
-import { McpRequestExecutor } from './mcp-request.executor.js';
+import { McpResponder } from './mcp-responder.js';
 import type { ResponseChannel } from './response-channel.js';
 
 /** A channel whose first `failures` answers cannot be sent, as one that will not serialise or store. */
@@ -23,8 +23,8 @@ class FailingChannel implements ResponseChannel {
   }
 }
 
-describe('McpRequestExecutor: a request always ends', () => {
-  const executor = new McpRequestExecutor();
+describe('McpResponder: a request always ends', () => {
+  const executor = new McpResponder();
 
   it('answers with an error when the result itself cannot be sent', async () => {
     const channel = new FailingChannel(1);

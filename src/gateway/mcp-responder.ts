@@ -12,7 +12,7 @@ import { errorMessage } from '../common/error-message.js';
  * is still a plain JSON body.
  */
 @Injectable()
-export class McpRequestExecutor {
+export class McpResponder {
   private readonly logger = new Logger('McpRequest');
 
   async run(

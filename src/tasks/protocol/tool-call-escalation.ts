@@ -1,0 +1,199 @@
+import { isJsonObject } from '../../common/json.js';
+import { Injectable, type OnModuleInit } from '@nestjs/common';
+import { JSONRPC } from '../../protocol/json-rpc.js';
+import { McpMethodsService } from '../../protocol/mcp-methods.service.js';
+import { MethodRegistry } from '../../protocol/method-registry.js';
+import { InputRequiredSignal } from '../../protocol/mrtr-input.js';
+import { ProtocolError } from '../../protocol/protocol.errors.js';
+import type { McpRequestContext } from '../../protocol/request-context.js';
+import type { QuotaName } from '../../quotas/quota.errors.js';
+import { QuotaService } from '../../quotas/quota.service.js';
+import { McpProtocolError } from '../../tool-dispatch/tool-context.js';
+import type { TaskOutcome } from '../task.types.js';
+import { TaskError } from '../tasks.errors.js';
+import { TasksService } from '../tasks.service.js';
+import { TaskRunnerService } from '../task-runner.service.js';
+import { extensionDeclared, REQUIRED_EXTENSION, type Params } from './task-params.js';
+import { TaskToolRunner } from './task-tool-runner.service.js';
+import { legacyTask, modernCreateTaskResult } from './task-wire.js';
+
+/**
+ * tools/call in both eras: one decision function decides whether a call runs inline, is refused, becomes a
+ * task at once (legacy, 2025-11-25) or runs inline for a short window and then becomes a task (modern,
+ * 2026-07-28). The inline call itself is McpMethodsService.callTool.
+ */
+@Injectable()
+export class ToolCallEscalation implements OnModuleInit {
+  constructor(
+    private readonly tasks: TasksService,
+    private readonly runner: TaskRunnerService,
+    private readonly toolRunner: TaskToolRunner,
+    private readonly mcp: McpMethodsService,
+    private readonly methods: MethodRegistry,
+    private readonly quotas: QuotaService,
+  ) {}
+
+  onModuleInit(): void {
+    this.methods.register('tools/call', (p, ctx) => this.legacyToolsCall(p, ctx), { eras: ['legacy'] });
+    this.methods.register('tools/call', (p, ctx) => this.modernToolsCall(p, ctx), { eras: ['modern'] });
+  }
+
+  /** A per-owner quota the registry enforces in its transaction becomes a counted quota error. */
+  private async counted<T>(work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (err) {
+      if (err instanceof TaskError && err.quota) {
+        const q = err.quota;
+        throw this.quotas.refuse(q.quota as QuotaName, err.message, q.limit, q.setting);
+      }
+      throw err;
+    }
+  }
+
+  // ---------------------------------------------------------------- legacy (2025-11-25)
+
+  private async legacyToolsCall(p: Params, ctx: McpRequestContext): Promise<Record<string, unknown>> {
+    const tool = ctx.tool?.descriptor;
+    if (!tool) return this.mcp.callTool(p, ctx);
+    if (p.task !== undefined && !isJsonObject(p.task))
+      throw ProtocolError.invalidParams('params.task must be an object');
+    const decision = this.tasks.decide(
+      { era: 'legacy', taskSupport: tool.taskSupport, taskRequested: p.task !== undefined },
+      tool.name,
+    );
+    switch (decision.mode) {
+      case 'refuse':
+        throw new ProtocolError(JSONRPC.METHOD_NOT_FOUND, decision.message);
+      case 'inline':
+      case 'inline_then_task':
+        return this.mcp.callTool(p, ctx);
+      case 'task': {
+        const requested = isJsonObject(p.task) ? p.task.ttl : undefined;
+        if (
+          requested !== undefined &&
+          requested !== null &&
+          (typeof requested !== 'number' || requested <= 0)
+        ) {
+          throw ProtocolError.invalidParams('params.task.ttl must be a positive number of milliseconds');
+        }
+        this.quotas.checkBytes('task_params_bytes', p);
+        const task = await this.counted(() =>
+          this.tasks.create({
+            ownerId: ctx.principal.id,
+            sessionId: ctx.session?.id ?? null,
+            era: 'legacy',
+            toolName: tool.name,
+            requestParams: p,
+            requestedTtlMs: typeof requested === 'number' ? requested : null,
+            mode: 'immediate',
+          }),
+        );
+        this.toolRunner.rememberPrincipal(
+          task.id,
+          ctx.principal,
+          ctx.session
+            ? { clientCapabilities: ctx.clientCapabilities, protocolVersion: ctx.protocolVersion }
+            : undefined,
+          ctx.tool,
+        );
+        this.runner.start(task);
+        return { task: legacyTask(task) };
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- modern (2026-07-28)
+
+  private async modernToolsCall(p: Params, ctx: McpRequestContext): Promise<Record<string, unknown>> {
+    const tool = ctx.tool?.descriptor;
+    // A legacy `task` param is unknown in this era: ignored, never an opt-in.
+    if (!tool) return this.mcp.callTool(p, ctx);
+    const decision = this.tasks.decide(
+      {
+        era: 'modern',
+        taskSupport: tool.taskSupport,
+        extensionDeclared: extensionDeclared(ctx.clientCapabilities),
+      },
+      tool.name,
+    );
+    if (decision.mode === 'refuse')
+      throw ProtocolError.missingCapability(REQUIRED_EXTENSION, decision.message);
+    if (decision.mode === 'inline') return this.mcp.callTool(p, ctx);
+
+    // Synchronous MRTR rounds may precede the task; the answers gathered so far travel with it.
+    const { requestState: _r, ...stored } = p;
+    const requestParams = { ...stored, inputResponses: ctx.answers ?? {} };
+    this.quotas.checkBytes('task_params_bytes', requestParams);
+    const escalation = await this.counted(() =>
+      this.tasks.runInlineThenTask(
+        {
+          ownerId: ctx.principal.id,
+          era: 'modern',
+          toolName: tool.name,
+          requestParams,
+          requestedTtlMs: null,
+        },
+        (signal, link) =>
+          this.toolRunner.outcomeOf(() =>
+            this.mcp.callTool(p, {
+              ...ctx,
+              signal,
+              // Once escalated, the response carries the CreateTaskResult: progress goes to the task's
+              // statusMessage, and notifications (progress, log) are no longer sent anywhere.
+              notify: (method, params) => (link.escalated ? Promise.resolve() : ctx.notify(method, params)),
+              reportTaskProgress: (u) => link.report(u),
+            }),
+          ),
+        {
+          signal: ctx.signal,
+          windowMs: decision.mode === 'inline_then_task' ? decision.windowMs : undefined,
+        },
+      ),
+    );
+    switch (escalation.kind) {
+      case 'aborted':
+        throw ctx.signal.reason instanceof Error ? ctx.signal.reason : new Error('request closed');
+      case 'task':
+        return modernCreateTaskResult(escalation.task);
+      case 'inline':
+        return this.inlineOutcome(
+          escalation.outcome,
+          decision.mode === 'task',
+          requestParams,
+          tool.name,
+          ctx,
+        );
+    }
+  }
+
+  /**
+   * The work ended inside the window. An optional tool answers plainly; a required tool still answers with a
+   * task (created already finished), since its callers expect one. A question ends the round (MRTR).
+   */
+  private async inlineOutcome(
+    outcome: TaskOutcome,
+    mustBeTask: boolean,
+    requestParams: Params,
+    toolName: string,
+    ctx: McpRequestContext,
+  ): Promise<Record<string, unknown>> {
+    if (outcome.kind === 'input_required') throw new InputRequiredSignal(outcome.requests);
+    if (!mustBeTask) {
+      if (outcome.kind === 'completed') return outcome.result;
+      throw new McpProtocolError(outcome.error.code, outcome.error.message, outcome.error.data);
+    }
+    const task = await this.counted(() =>
+      this.tasks.create({
+        ownerId: ctx.principal.id,
+        era: 'modern',
+        toolName,
+        requestParams,
+        requestedTtlMs: null,
+        mode: 'escalated',
+      }),
+    );
+    this.runner.adopt(task, new AbortController(), Promise.resolve(outcome));
+    return modernCreateTaskResult(task);
+  }
+}
