@@ -29,14 +29,16 @@ import {
 } from './task.types.js';
 import { TaskError, TaskErrorCode } from './tasks.errors.js';
 import { UnresolvedWriteError } from './unresolved-write.js';
+import { TASK_CHANNEL } from './task-change-publisher.js';
+import { SHUTDOWN_ERROR, SHUTDOWN_STATUS } from './task-failures.js';
+import { TaskOutcomesRepository } from './task-outcomes.repository.js';
 import {
-  TASK_CHANNEL,
-  TasksRepository,
+  TaskWorkerRepository,
   type ExpiryReading,
   type ParkResult,
   type WorkerFence,
   type WorkerWriteResult,
-} from './tasks.repository.js';
+} from './task-worker.repository.js';
 
 /** One run of a task on this instance: a task id at one generation (a resume is a new run). */
 interface RunningTask {
@@ -105,9 +107,6 @@ function storedPart(outcome: TaskOutcome): [what: string, root: string, value: u
   }
 }
 
-export const SHUTDOWN_ERROR: TaskErrorPayload = { code: -32603, message: 'server shutting down' };
-const SHUTDOWN_STATUS = 'server shutting down: the task was interrupted';
-
 function errorPayload(err: unknown, correlation: string): TaskErrorPayload {
   // McpProtocolError (tool-dispatch) and anything shaped like it carry a JSON-RPC code of their own.
   const e = err as { code?: unknown; message?: unknown; data?: unknown };
@@ -150,7 +149,8 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
   private offResync: (() => void) | undefined;
 
   constructor(
-    private readonly repo: TasksRepository,
+    private readonly repo: TaskWorkerRepository,
+    private readonly outcomes: TaskOutcomesRepository,
     private readonly bus: PgBusService,
     private readonly instances: InstancesService,
     private readonly config: AppConfig,
@@ -286,7 +286,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
       left.map(async (entry) => {
         entry.shutdown = true;
         entry.controller.abort(new Error('server shutting down'));
-        const r = await this.repo.failIfCurrent(entry.fence, SHUTDOWN_ERROR, SHUTDOWN_STATUS);
+        const r = await this.outcomes.failIfCurrent(entry.fence, SHUTDOWN_ERROR, SHUTDOWN_STATUS);
         if (r.applied) this.metrics.taskFinished(entry, 'failed');
       }),
     );
@@ -429,11 +429,11 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     switch (outcome.kind) {
       case 'completed': {
         const r = outcome.result;
-        return this.writeWithRetry(entry, 'complete', () => this.repo.completeIfCurrent(entry.fence, r));
+        return this.writeWithRetry(entry, 'complete', () => this.outcomes.completeIfCurrent(entry.fence, r));
       }
       case 'failed': {
         const e = outcome.error;
-        return this.writeWithRetry(entry, 'fail', () => this.repo.failIfCurrent(entry.fence, e));
+        return this.writeWithRetry(entry, 'fail', () => this.outcomes.failIfCurrent(entry.fence, e));
       }
       case 'input_required': {
         const { requests, handlerState } = outcome;

@@ -7,6 +7,8 @@ import { JanitorService } from '../janitor/janitor.service.js';
 import { TaskRunnerService } from './task-runner.service.js';
 import { TaskError, TaskErrorCode } from './tasks.errors.js';
 import { TasksRepository } from './tasks.repository.js';
+import { TaskOutcomesRepository } from './task-outcomes.repository.js';
+import { TaskWorkerRepository } from './task-worker.repository.js';
 import { TasksService, type CreateTaskInput } from './tasks.service.js';
 import { newTaskId } from './task-ids.js';
 
@@ -25,6 +27,8 @@ describe('task registry on real PostgreSQL (one instance)', () => {
   let app: INestApplication;
   let tasks: TasksService;
   let repo: TasksRepository;
+  let outcomes: TaskOutcomesRepository;
+  let worker: TaskWorkerRepository;
   let runner: TaskRunnerService;
   let exec: ControlledExecutor;
   let me: string;
@@ -43,6 +47,8 @@ describe('task registry on real PostgreSQL (one instance)', () => {
     app = await createTestApp(db.url, { JANITOR_ENABLED: 'false' });
     tasks = app.get(TasksService);
     repo = app.get(TasksRepository);
+    outcomes = app.get(TaskOutcomesRepository);
+    worker = app.get(TaskWorkerRepository);
     runner = app.get(TaskRunnerService);
     exec = new ControlledExecutor();
     runner.setExecutor(exec);
@@ -157,17 +163,17 @@ describe('task registry on real PostgreSQL (one instance)', () => {
               (e: TaskError) => (e.code === TaskErrorCode.TASK_TERMINAL ? 'lost' : Promise.reject(e)),
             );
           case 1:
-            return repo
+            return outcomes
               .completeIfCurrent(fence, { content: [], n: i })
               .then((r) => (r.applied ? 'completed' : 'lost'));
           default:
-            return repo
+            return outcomes
               .failIfCurrent(fence, { code: -32603, message: `boom ${i}` })
               .then((r) => (r.applied ? 'failed' : 'lost'));
         }
       });
-      const outcomes = await Promise.all(attempts);
-      const winners = outcomes.filter((o) => o !== 'lost');
+      const endings = await Promise.all(attempts);
+      const winners = endings.filter((o) => o !== 'lost');
       expect(winners).toHaveLength(1);
       const final = await tasks.get(owner, t.id);
       expect(final.status).toBe(winners[0]);
@@ -176,9 +182,9 @@ describe('task registry on real PostgreSQL (one instance)', () => {
         code: TaskErrorCode.TASK_TERMINAL,
         task: final,
       });
-      expect((await repo.completeIfCurrent(fence, { late: true })).applied).toBe(false);
+      expect((await outcomes.completeIfCurrent(fence, { late: true })).applied).toBe(false);
       expect(
-        (await repo.failIfCurrent({ ...fence, generation: final.generation }, { code: 1, message: 'x' }))
+        (await outcomes.failIfCurrent({ ...fence, generation: final.generation }, { code: 1, message: 'x' }))
           .applied,
       ).toBe(false);
       expect(await tasks.get(owner, t.id)).toEqual(final);
@@ -196,7 +202,7 @@ describe('task registry on real PostgreSQL (one instance)', () => {
                 () => true,
                 () => false,
               ),
-              repo.completeIfCurrent(
+              outcomes.completeIfCurrent(
                 { taskId: t.id, generation: t.generation, instanceId: me },
                 { ok: true },
               ),
@@ -381,8 +387,12 @@ describe('task registry on real PostgreSQL (one instance)', () => {
       expect(Object.keys(parked2.inputRequests)).toEqual(['r2.name']);
       // The old worker's generation can no longer write.
       expect(
-        (await repo.completeIfCurrent({ taskId: t.id, generation: parked.generation, instanceId: me }, {}))
-          .applied,
+        (
+          await outcomes.completeIfCurrent(
+            { taskId: t.id, generation: parked.generation, instanceId: me },
+            {},
+          )
+        ).applied,
       ).toBe(false);
       await tasks.submitInput(owner, t.id, { 'r2.name': { action: 'decline' } });
       const third = await exec.run(t.id, 2);
@@ -429,7 +439,7 @@ describe('task registry on real PostgreSQL (one instance)', () => {
       const limits = { maxRounds: 2, maxKeys: 5, maxStateBytes: 1000 };
       let fence = { taskId: t.id, generation: t.generation, instanceId: me };
       for (let round = 1; round <= 2; round++) {
-        const parked = await repo.parkForInput(fence, { q: ask('?') }, null, limits);
+        const parked = await worker.parkForInput(fence, { q: ask('?') }, null, limits);
         expect(parked).toMatchObject({ applied: true, limitBroken: null });
         const merged = await repo.mergeInputResponses(
           owner,
@@ -443,7 +453,7 @@ describe('task registry on real PostgreSQL (one instance)', () => {
         expect(merged?.resumed).toBe(true);
         fence = { ...fence, generation: merged!.task.generation };
       }
-      const third = await repo.parkForInput(fence, { q: ask('?') }, null, limits);
+      const third = await worker.parkForInput(fence, { q: ask('?') }, null, limits);
       expect(third.applied && third.limitBroken).toContain('TASK_MAX_INPUT_ROUNDS (2)');
       expect((await tasks.get(owner, t.id)).status).toBe('failed');
     });
