@@ -24,6 +24,7 @@ const LOCK_OWNED: PreparedStatement = {
            FROM task WHERE id = $1 AND owner_id = $2 FOR UPDATE`,
 };
 
+/** A task failed or deleted in bulk (janitor batches, lease renewal), as metrics and traces need it. */
 export interface SweptTask {
   id: string;
   toolName: string;

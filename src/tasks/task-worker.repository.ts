@@ -224,6 +224,10 @@ export class TaskWorkerRepository {
     return this.transactions.knownTx((m) => this.workerWriteIn(m, fence, to, fields));
   }
 
+  /**
+   * A fenced write inside `m`: the row locked and checked (lockForWorker), then written. Also the path
+   * TaskOutcomesRepository takes to learn why an outcome its one-statement write did not apply was refused.
+   */
   async workerWriteIn(
     m: SqlTx,
     fence: WorkerFence,

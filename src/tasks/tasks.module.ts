@@ -4,6 +4,7 @@ import { ToolDispatchModule } from '../tool-dispatch/tool-dispatch.module.js';
 import { TaskChangePublisher } from './task-change-publisher.js';
 import { TaskCreationRepository } from './task-creation.repository.js';
 import { TaskMetrics } from './task-metrics.service.js';
+import { TaskOutcomeRecorder } from './task-outcome-recorder.js';
 import { TaskOutcomesRepository } from './task-outcomes.repository.js';
 import { TaskRowWriter } from './task-row-writer.js';
 import { TaskRunnerService } from './task-runner.service.js';
@@ -32,6 +33,7 @@ const TASK_REPOSITORY_CORE = [TaskTransactions, TaskChangePublisher, TaskRowWrit
     TaskOutcomesRepository,
     TasksAdminRepository,
     TaskMetrics,
+    TaskOutcomeRecorder,
     TaskRunnerService,
     TasksService,
   ],
