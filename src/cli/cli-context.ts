@@ -7,6 +7,7 @@ import { InstancesAdminRepository } from '../instances/instances-admin.repositor
 import { InstancesRepository } from '../instances/instances.repository.js';
 import { InstancesService } from '../instances/instances.service.js';
 import { ServiceInstance } from '../instances/service-instance.entity.js';
+import { JanitorRepository } from '../janitor/janitor.repository.js';
 import { JanitorService } from '../janitor/janitor.service.js';
 import { LifecycleService } from '../lifecycle/lifecycle.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';
@@ -18,6 +19,12 @@ import { McpSession } from '../sessions/session.entity.js';
 import { SessionsRepository } from '../sessions/sessions.repository.js';
 import { TaskMetrics } from '../tasks/task-metrics.service.js';
 import { announceSessionEnd } from '../sessions/session-end-announcer.js';
+import { TaskChangePublisher } from '../tasks/task-change-publisher.js';
+import { TaskCreationRepository } from '../tasks/task-creation.repository.js';
+import { TaskOutcomesRepository } from '../tasks/task-outcomes.repository.js';
+import { TaskRowWriter } from '../tasks/task-row-writer.js';
+import { TaskTransactions } from '../tasks/task-transactions.js';
+import { TaskWorkerRepository } from '../tasks/task-worker.repository.js';
 import { TasksAdminRepository } from '../tasks/tasks-admin.repository.js';
 import { TasksRepository } from '../tasks/tasks.repository.js';
 import { TASK_COUNTED_ELSEWHERE_CHANNEL } from '../tasks/tasks.service.js';
@@ -63,12 +70,29 @@ export function buildCliServices(ds: DataSource, config: AppConfig): CliServices
   const health = new HealthService(ds, new LifecycleService(), config, metrics);
   // Publishing needs no LISTEN connection: it is a pg_notify inside the caller's transaction.
   const bus = new PgBusService(config, ds, instances, metrics, health);
-  const tasks = new TasksRepository(ds, bus, config);
+  const transactions = new TaskTransactions(ds, config);
+  const publisher = new TaskChangePublisher(bus);
+  const writer = new TaskRowWriter(transactions, publisher);
+  const tasks = new TasksRepository(ds, transactions, writer, publisher);
+  const tasksAdmin = new TasksAdminRepository(ds);
+  // The task metrics listen to the commit groups; the CLI never writes through them.
+  const taskMetrics = new TaskMetrics(
+    metrics,
+    tasksAdmin,
+    new TaskCreationRepository(ds, config, transactions, publisher),
+    new TaskOutcomesRepository(
+      ds,
+      config,
+      transactions,
+      publisher,
+      new TaskWorkerRepository(transactions, writer, publisher),
+    ),
+  );
   const sessions = new SessionsRepository(ds.getRepository(McpSession), ds);
   return {
     config,
     tasks,
-    tasksAdmin: new TasksAdminRepository(ds),
+    tasksAdmin,
     sessions,
     endSession: async (id) => {
       await sessions.end(id);
@@ -96,10 +120,10 @@ export function buildCliServices(ds: DataSource, config: AppConfig): CliServices
     },
     instancesAdmin: new InstancesAdminRepository(ds),
     janitor: new JanitorService(
-      tasks,
+      new JanitorRepository(ds, transactions, writer),
       config,
       instances,
-      new TaskMetrics(metrics, tasks),
+      taskMetrics,
       scheduler,
       metrics,
     ),

@@ -9,7 +9,8 @@ import { InstancesService } from '../instances/instances.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { SessionsRepository } from '../sessions/sessions.repository.js';
 import { SessionsService } from '../sessions/sessions.service.js';
-import { TASK_CHANNEL, TasksRepository } from '../tasks/tasks.repository.js';
+import { TASK_CHANNEL } from '../tasks/task-change-publisher.js';
+import { TaskCreationRepository } from '../tasks/task-creation.repository.js';
 import { createTestApp } from '../../test/support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
 import { REPO_ROOT } from '../../test/support/server-process.js';
@@ -29,7 +30,7 @@ interface CliRun {
 describe('admin CLI (real PostgreSQL, beside a running server)', () => {
   let db: TestDatabase;
   let app: INestApplication;
-  let tasks: TasksRepository;
+  let tasks: TaskCreationRepository;
 
   async function cli(...argv: string[]): Promise<CliRun> {
     const out: string[] = [];
@@ -68,7 +69,7 @@ describe('admin CLI (real PostgreSQL, beside a running server)', () => {
   beforeAll(async () => {
     db = await createTestDatabase('cli');
     app = await createTestApp(db.url, { JANITOR_ENABLED: 'false' });
-    tasks = app.get(TasksRepository);
+    tasks = app.get(TaskCreationRepository);
   });
   afterAll(async () => {
     await app.close();

@@ -1,7 +1,5 @@
 import type { DataSource, Migration } from 'typeorm';
-
-/** Arbitrary but fixed: every instance of this service agrees on it, nothing else in the database uses it. */
-export const MIGRATION_LOCK_KEY = 7_140_512_001;
+import { AdvisoryLockKey } from './advisory-locks.js';
 
 /**
  * Runs pending migrations while holding a session advisory lock, so instances that boot together
@@ -11,11 +9,11 @@ export async function runMigrationsLocked(dataSource: DataSource): Promise<Migra
   const runner = dataSource.createQueryRunner();
   await runner.connect();
   try {
-    await runner.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+    await runner.query('SELECT pg_advisory_lock($1)', [AdvisoryLockKey.Migrations]);
     try {
       return await dataSource.runMigrations({ transaction: 'all' });
     } finally {
-      await runner.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
+      await runner.query('SELECT pg_advisory_unlock($1)', [AdvisoryLockKey.Migrations]);
     }
   } finally {
     await runner.release();

@@ -2,9 +2,9 @@ import type { INestApplication } from '@nestjs/common';
 import { createTestApp } from '../../test/support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
 import { ControlledExecutor, metricValue, sleep, waitFor } from '../../test/support/controlled-executor.js';
+import { AdvisoryLockKey } from '../database/advisory-locks.js';
 import { InstancesService } from '../instances/instances.service.js';
 import type { TaskChange } from '../tasks/task.types.js';
-import { JANITOR_LOCK_KEY } from '../tasks/tasks.repository.js';
 import { TasksService, type CreateTaskInput } from '../tasks/tasks.service.js';
 import { JanitorService } from './janitor.service.js';
 
@@ -158,7 +158,7 @@ describe('tasks across two instances, leases and the janitor', () => {
     // While another holder has the lock, a run is skipped.
     await withClient(db.url, async (c) => {
       await c.query('BEGIN');
-      await c.query('SELECT pg_advisory_xact_lock($1)', [JANITOR_LOCK_KEY]);
+      await c.query('SELECT pg_advisory_xact_lock($1)', [AdvisoryLockKey.Janitor]);
       const skipped = await a.get(JanitorService).runOnce();
       await c.query('ROLLBACK');
       expect(skipped.result).toBe('skipped');

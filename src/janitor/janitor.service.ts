@@ -1,3 +1,4 @@
+import { errorMessage } from '../common/error-message.js';
 import { Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { Counter, Gauge, Histogram } from 'prom-client';
@@ -8,8 +9,8 @@ import { context, SpanStatusCode, trace } from '@opentelemetry/api';
 import { startTaskSpan } from '../telemetry/task-spans.js';
 import { tracer } from '../telemetry/tracer.js';
 import { TaskMetrics } from '../tasks/task-metrics.service.js';
-import { TasksRepository, type JanitorStep, type SweptTask } from '../tasks/tasks.repository.js';
-import { errorMessage } from '../common/error-message.js';
+import { JanitorRepository, type JanitorStep } from './janitor.repository.js';
+import type { SweptTask } from '../tasks/task-row-writer.js';
 
 const JOB = 'task-janitor';
 /** Startup recovery: at most this many batches (the periodic run picks up anything left). */
@@ -54,7 +55,7 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
   private stopped = false;
 
   constructor(
-    private readonly repo: TasksRepository,
+    private readonly repo: JanitorRepository,
     private readonly config: AppConfig,
     private readonly instances: InstancesService,
     private readonly taskMetrics: TaskMetrics,

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { DataSource, IsNull, LessThan, type Repository } from 'typeorm';
+import { SESSION_CREATION_LOCK_PREFIX } from '../database/advisory-locks.js';
 import { runPrepared, type PreparedStatement } from '../database/prepared-query.js';
 import { McpSession } from './session.entity.js';
 
@@ -98,7 +99,9 @@ export class SessionsRepository {
     idleCutoff: Date,
   ): Promise<McpSession | null> {
     return this.repo.manager.transaction(async (m) => {
-      await m.query(`SELECT pg_advisory_xact_lock(hashtext('mcp_session:' || $1))`, [row.principalId]);
+      await m.query(`SELECT pg_advisory_xact_lock(hashtext('${SESSION_CREATION_LOCK_PREFIX}' || $1))`, [
+        row.principalId,
+      ]);
       const [{ n }] = await m.query<{ n: string }[]>(
         `SELECT count(*) AS n FROM mcp_session
           WHERE principal_id = $1 AND ended_at IS NULL AND last_seen_at >= $2`,

@@ -3,18 +3,21 @@ import { createTestApp } from '../../test/support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
 import { newTaskRow, usageAgainstRows } from '../../test/support/task-registry.js';
 import { ControlledExecutor, sleep, waitFor } from '../../test/support/controlled-executor.js';
-import { PgProxy } from '../../test/support/pg-proxy.js';
 import { InstancesService } from '../instances/instances.service.js';
 import { JanitorService } from '../janitor/janitor.service.js';
 import { TaskRunnerService } from './task-runner.service.js';
 import { newTaskId } from './task-ids.js';
 import { TaskError, TaskErrorCode } from './tasks.errors.js';
-import { TasksRepository, type CreationLimits, type NewTask } from './tasks.repository.js';
+import { TasksRepository } from './tasks.repository.js';
+import { TaskCreationRepository, type NewTask } from './task-creation.repository.js';
+import { TaskOutcomesRepository } from './task-outcomes.repository.js';
+import type { CreationLimits } from './creation-limits.js';
+import type { CommitGroupListener } from './commit-group.js';
 import { TasksService } from './tasks.service.js';
 
 /**
- * Group commit of creations and worker outcomes (TasksRepository.insertGroup / finishGroup), against the
- * real PostgreSQL: writes that arrive together share a transaction, yet each caller gets exactly the answer
+ * Group commit of creations and worker outcomes (TaskCreationRepository.insertGroup,
+ * TaskOutcomesRepository.finishGroup), against the real PostgreSQL: writes that arrive together share a transaction, yet each caller gets exactly the answer
  * it would have got alone, the limits stay exact, and the usage counters stay equal to the rows.
  */
 describe('commit groups (real PostgreSQL)', () => {
@@ -22,6 +25,8 @@ describe('commit groups (real PostgreSQL)', () => {
   let app: INestApplication;
   let tasks: TasksService;
   let repo: TasksRepository;
+  let creations: TaskCreationRepository;
+  let outcomes: TaskOutcomesRepository;
   let executor: ControlledExecutor;
   let me: string;
   const groups: Array<{ kind: string; size: number; fellBack: boolean }> = [];
@@ -37,8 +42,12 @@ describe('commit groups (real PostgreSQL)', () => {
     );
     tasks = app.get(TasksService);
     repo = app.get(TasksRepository);
+    creations = app.get(TaskCreationRepository);
+    outcomes = app.get(TaskOutcomesRepository);
     me = app.get(InstancesService).instanceId;
-    repo.onCommitGroup((kind, size, fellBack) => groups.push({ kind, size, fellBack }));
+    const onGroup: CommitGroupListener = (kind, size, fellBack) => groups.push({ kind, size, fellBack });
+    creations.onCommitGroup(onGroup);
+    outcomes.onCommitGroup(onGroup);
   });
   afterAll(async () => {
     await app.close();
@@ -66,7 +75,7 @@ describe('commit groups (real PostgreSQL)', () => {
   it('commits parallel creations in groups, each row counted once', async () => {
     const owners = ['g-a', 'g-b', 'g-c'];
     const created = await Promise.all(
-      Array.from({ length: 60 }, (_, i) => repo.insertWithLimits(newTask(owners[i % 3]), roomy)),
+      Array.from({ length: 60 }, (_, i) => creations.insertWithLimits(newTask(owners[i % 3]), roomy)),
     );
     expect(new Set(created.map((t) => t.id)).size).toBe(60);
     for (const t of created) expect(t).toMatchObject({ status: 'working', generation: 1, instanceId: me });
@@ -84,7 +93,7 @@ describe('commit groups (real PostgreSQL)', () => {
     const owner = 'g-limited';
     const limits: CreationLimits = { maxPerOwner: 100, maxTotal: 1000000, maxRetainedPerOwner: 1000000 };
     const results = await Promise.allSettled(
-      Array.from({ length: 150 }, () => repo.insertWithLimits(newTask(owner), limits)),
+      Array.from({ length: 150 }, () => creations.insertWithLimits(newTask(owner), limits)),
     );
     expect(results.filter((x) => x.status === 'fulfilled')).toHaveLength(100);
     for (const x of results) {
@@ -137,9 +146,9 @@ describe('commit groups (real PostgreSQL)', () => {
   it('commits parallel outcomes in groups; a cancelled or expired one gets its own refusal', async () => {
     const owner = 'g-finish';
     const created = await Promise.all(
-      Array.from({ length: 40 }, () => repo.insertWithLimits(newTask(owner), roomy)),
+      Array.from({ length: 40 }, () => creations.insertWithLimits(newTask(owner), roomy)),
     );
-    const short = await repo.insertWithLimits(newTask(owner, 200), roomy);
+    const short = await creations.insertWithLimits(newTask(owner, 200), roomy);
     const cancelled = created.slice(0, 4);
     for (const t of cancelled) await tasks.cancel(owner, t.id);
     await sleep(300); // `short` is now past its ttl (not swept: the janitor is off)
@@ -147,7 +156,7 @@ describe('commit groups (real PostgreSQL)', () => {
     const all = [...created, short];
     const results = await Promise.all(
       all.map((t) =>
-        repo.completeIfCurrent({ taskId: t.id, generation: t.generation, instanceId: me }, { n: t.id }),
+        outcomes.completeIfCurrent({ taskId: t.id, generation: t.generation, instanceId: me }, { n: t.id }),
       ),
     );
     results.forEach((r, i) => {
@@ -167,7 +176,7 @@ describe('commit groups (real PostgreSQL)', () => {
     expect(finishes.reduce((n, g) => n + g.size, 0)).toBe(all.length);
     expect(Math.max(...finishes.map((g) => g.size))).toBeGreaterThan(1);
     // A late second outcome changes nothing: terminal stays terminal.
-    const again = await repo.failIfCurrent(
+    const again = await outcomes.failIfCurrent(
       { taskId: created[10].id, generation: 1, instanceId: me },
       { code: -1, message: 'late' },
     );
@@ -184,11 +193,11 @@ describe('commit groups (real PostgreSQL)', () => {
     const worker = async (w: number): Promise<void> => {
       for (let i = 0; Date.now() < stopAt; i++) {
         const owner = owners[(w + i) % owners.length];
-        const t = await repo.insertWithLimits(newTask(owner, i % 4 === 0 ? 150 : 60000), roomy);
+        const t = await creations.insertWithLimits(newTask(owner, i % 4 === 0 ? 150 : 60000), roomy);
         const fence = { taskId: t.id, generation: t.generation, instanceId: me };
         if (i % 5 === 1) await tasks.cancel(owner, t.id);
         if (i % 3 !== 2) {
-          const r = await repo.completeIfCurrent(fence, { i });
+          const r = await outcomes.completeIfCurrent(fence, { i });
           if (r.applied) expect(r.task.status).toBe('completed');
         }
       }
@@ -217,7 +226,7 @@ describe('commit groups (real PostgreSQL)', () => {
     // Handshake-era tasks of one session: each change appends to that session's GET stream (one row lock).
     const made = await Promise.all(
       Array.from({ length: 80 }, () =>
-        repo.insertWithLimits({ ...newTask(owner), era: 'legacy', sessionId: session }, roomy),
+        creations.insertWithLimits({ ...newTask(owner), era: 'legacy', sessionId: session }, roomy),
       ),
     );
     const stripes = await withClient(db.url, (c) =>
@@ -263,7 +272,7 @@ describe('commit groups (real PostgreSQL)', () => {
   it('one locked row does not hold up the other outcomes of its group', async () => {
     const owner = 'g-busy';
     const made = await Promise.all(
-      Array.from({ length: 12 }, () => repo.insertWithLimits(newTask(owner), roomy)),
+      Array.from({ length: 12 }, () => creations.insertWithLimits(newTask(owner), roomy)),
     );
     const busy = made[5];
     await withClient(db.url, async (c) => {
@@ -273,7 +282,7 @@ describe('commit groups (real PostgreSQL)', () => {
       groups.length = 0;
       const settled = new Set<string>();
       const results = made.map((t) =>
-        repo
+        outcomes
           .completeIfCurrent({ taskId: t.id, generation: t.generation, instanceId: me }, { n: t.id })
           .then((r) => {
             settled.add(t.id);
@@ -387,111 +396,5 @@ describe('commit groups (real PostgreSQL)', () => {
     });
     // Later reads come from the finished-task cache with the same answer.
     expect(await tasks.get(owner, task.id)).toMatchObject({ status: 'completed' });
-  });
-});
-
-/**
- * A COMMIT that PostgreSQL carries out but whose answer never reaches the server (the connection drops in
- * between, cut by a proxy at exactly that step): the writes landed, and every caller must learn so, for
- * groups and for single writes alike.
- */
-describe('commits whose answer is lost (real PostgreSQL through a proxy)', () => {
-  let db: TestDatabase;
-  let proxy: PgProxy;
-  let app: INestApplication;
-  let repo: TasksRepository;
-  let me: string;
-  const groups: Array<{ kind: string; size: number; fellBack: boolean }> = [];
-  const roomy: CreationLimits = { maxPerOwner: 100000, maxTotal: 1000000, maxRetainedPerOwner: 1000000 };
-
-  beforeAll(async () => {
-    db = await createTestDatabase('commit_lost');
-    proxy = await PgProxy.start(db.url);
-    app = await createTestApp(proxy.via(db.url), { JANITOR_ENABLED: 'false', DB_POOL_MAX: '12' }, [], {
-      taskWork: new ControlledExecutor(),
-    });
-    repo = app.get(TasksRepository);
-    me = app.get(InstancesService).instanceId;
-    repo.onCommitGroup((kind, size, fellBack) => groups.push({ kind, size, fellBack }));
-  });
-  afterAll(async () => {
-    await app.close();
-    await proxy.close();
-    await db.drop();
-  });
-  beforeEach(() => {
-    groups.length = 0;
-  });
-
-  const newTask = (ownerId: string): NewTask => newTaskRow(me, ownerId, 60000, { n: 1 });
-  /** The COMMIT that carries the change notifications of at least `n` of these tasks. */
-  const commitOf = (tasks: Array<{ id: string }>, n: number) => (sql: string) =>
-    tasks.filter((t) => sql.includes(t.id)).length >= n;
-  const rowsOf = (ids: string[]) =>
-    withClient(
-      db.url,
-      async (c) =>
-        (await c.query('SELECT id, status, result FROM task WHERE id = ANY($1::text[]) ORDER BY id', [ids]))
-          .rows,
-    );
-
-  it('a creation group committed unheard: every caller gets its task, none is left an orphan', async () => {
-    const made = Array.from({ length: 5 }, () => newTask('lost-create-group'));
-    const lost = proxy.loseCommitReply(commitOf(made, 5));
-    const results = await Promise.allSettled(made.map((t) => repo.insertWithLimits(t, roomy)));
-    await lost;
-    expect(groups).toContainEqual({ kind: 'create', size: 5, fellBack: true });
-    expect(results.map((r) => (r.status === 'fulfilled' ? r.value.id : String(r.reason)))).toEqual(
-      made.map((t) => t.id),
-    );
-    expect(await rowsOf(made.map((t) => t.id))).toHaveLength(5);
-    const r = await usageAgainstRows(db.url);
-    expect(r.counters).toEqual(r.rows);
-  });
-
-  it('a single creation committed unheard: its caller gets the task', async () => {
-    const t = newTask('lost-create-one');
-    const lost = proxy.loseCommitReply(commitOf([t], 1));
-    const created = await repo.insertWithLimits(t, roomy);
-    await lost;
-    expect(created).toMatchObject({ id: t.id, status: 'working', instanceId: me });
-    expect(await rowsOf([t.id])).toEqual([{ id: t.id, status: 'working', result: null }]);
-  });
-
-  it('an outcome group committed unheard: every outcome is answered as applied, not "not current"', async () => {
-    const made = await Promise.all(
-      Array.from({ length: 5 }, () => repo.insertWithLimits(newTask('lost-finish-group'), roomy)),
-    );
-    groups.length = 0;
-    const lost = proxy.loseCommitReply(commitOf(made, 5));
-    const results = await Promise.all(
-      made.map((t) =>
-        repo.completeIfCurrent({ taskId: t.id, generation: t.generation, instanceId: me }, { n: t.id }),
-      ),
-    );
-    await lost;
-    expect(groups).toContainEqual({ kind: 'finish', size: 5, fellBack: true });
-    results.forEach((r, i) => {
-      expect(r).toMatchObject({ applied: true, task: { id: made[i].id, status: 'completed' } });
-      expect(r.applied && r.expiry && r.expiry.msUntilExpiry > 0).toBe(true);
-    });
-    for (const row of await rowsOf(made.map((t) => t.id))) {
-      expect(row).toEqual({ id: row.id, status: 'completed', result: { n: row.id } });
-    }
-  });
-
-  it('a single outcome committed unheard is answered as applied; a different outcome is still refused', async () => {
-    const t = await repo.insertWithLimits(newTask('lost-finish-one'), roomy);
-    const fence = { taskId: t.id, generation: t.generation, instanceId: me };
-    const lost = proxy.loseCommitReply(commitOf([t], 1));
-    const r = await repo.failIfCurrent(fence, { code: -32000, message: 'tool said no' });
-    await lost;
-    expect(r).toMatchObject({
-      applied: true,
-      task: { status: 'failed', error: { message: 'tool said no' } },
-    });
-    // Only the very outcome that landed counts as this write's: another one is late, as before.
-    const late = await repo.failIfCurrent(fence, { code: -32000, message: 'something else' });
-    expect(late).toMatchObject({ applied: false, reason: 'not_current' });
   });
 });

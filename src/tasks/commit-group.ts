@@ -109,3 +109,6 @@ export class CommitGroupQueue<E, R> {
     }
   }
 }
+
+/** kind: what the group committed; size: its entries; fellBack: it failed and each entry ran alone. */
+export type CommitGroupListener = (kind: 'create' | 'finish', size: number, fellBack: boolean) => void;

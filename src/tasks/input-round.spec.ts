@@ -1,4 +1,4 @@
-import { checkInputRound } from './tasks.repository.js';
+import { checkInputRound } from './input-round.js';
 import { inputKeyFor } from './task.types.js';
 
 const limits = { maxRounds: 3, maxKeys: 2, maxStateBytes: 20 };

@@ -8,7 +8,10 @@ import { CommitOutcomeUnknownError } from '../database/sql-transaction.js';
 import { InstancesService } from '../instances/instances.service.js';
 import { TaskRunnerService } from './task-runner.service.js';
 import type { TaskSnapshot } from './task.types.js';
-import { TasksRepository, type CreationLimits, type WorkerFence } from './tasks.repository.js';
+import { TasksRepository } from './tasks.repository.js';
+import { TaskCreationRepository } from './task-creation.repository.js';
+import { TaskWorkerRepository, type WorkerFence } from './task-worker.repository.js';
+import type { CreationLimits } from './creation-limits.js';
 import { TasksService } from './tasks.service.js';
 
 /**
@@ -22,6 +25,8 @@ describe('task writes whose COMMIT answer is lost (real PostgreSQL through a pro
   let proxy: PgProxy;
   let app: INestApplication;
   let repo: TasksRepository;
+  let creations: TaskCreationRepository;
+  let worker: TaskWorkerRepository;
   let tasks: TasksService;
   let executor: ControlledExecutor;
   let me: string;
@@ -34,6 +39,8 @@ describe('task writes whose COMMIT answer is lost (real PostgreSQL through a pro
     executor = new ControlledExecutor();
     app = await createTestApp(proxy.via(db.url), { JANITOR_ENABLED: 'false' }, [], { taskWork: executor });
     repo = app.get(TasksRepository);
+    creations = app.get(TaskCreationRepository);
+    worker = app.get(TaskWorkerRepository);
     tasks = app.get(TasksService);
     me = app.get(InstancesService).instanceId;
   });
@@ -46,7 +53,7 @@ describe('task writes whose COMMIT answer is lost (real PostgreSQL through a pro
   /** The COMMIT that carries the change notification of task `id`. */
   const commitOf = (id: string) => (sql: string) => sql.includes(id);
   const started = async (owner: string): Promise<{ task: TaskSnapshot; fence: WorkerFence }> => {
-    const task = await repo.insertWithLimits(newTaskRow(me, owner), roomy);
+    const task = await creations.insertWithLimits(newTaskRow(me, owner), roomy);
     return { task, fence: { taskId: task.id, generation: task.generation, instanceId: me } };
   };
   const rowOf = (id: string) =>
@@ -78,7 +85,12 @@ describe('task writes whose COMMIT answer is lost (real PostgreSQL through a pro
   it('a park committed unheard proceeds as parked', async () => {
     const { task, fence } = await started('lost-park');
     const lost = proxy.loseCommitReply(commitOf(task.id));
-    const r = await repo.parkForInput(fence, { q: { method: 'elicitation/create' } }, { at: 1 }, inputLimits);
+    const r = await worker.parkForInput(
+      fence,
+      { q: { method: 'elicitation/create' } },
+      { at: 1 },
+      inputLimits,
+    );
     await lost;
     expect(r).toMatchObject({ applied: true, limitBroken: null, task: { status: 'input_required' } });
     expect(await rowOf(task.id)).toMatchObject({ status: 'input_required', instance_id: null });
@@ -86,7 +98,12 @@ describe('task writes whose COMMIT answer is lost (real PostgreSQL through a pro
 
   it('answers merged unheard are answered as accepted, and the task resumes', async () => {
     const { task, fence } = await started('lost-merge');
-    const parked = await repo.parkForInput(fence, { q: { method: 'elicitation/create' } }, null, inputLimits);
+    const parked = await worker.parkForInput(
+      fence,
+      { q: { method: 'elicitation/create' } },
+      null,
+      inputLimits,
+    );
     const keys = Object.keys(parked.task!.inputRequests);
     const lost = proxy.loseCommitReply(commitOf(task.id));
     const r = await repo.mergeInputResponses(
@@ -112,7 +129,7 @@ describe('task writes whose COMMIT answer is lost (real PostgreSQL through a pro
   it('a progress message committed unheard is answered as applied', async () => {
     const { task, fence } = await started('lost-progress');
     const lost = proxy.loseCommitReply(commitOf(task.id));
-    const r = await repo.setProgressMessage(fence, 'half way');
+    const r = await worker.setProgressMessage(fence, 'half way');
     await lost;
     expect(r).toMatchObject({ applied: true, task: { status: 'working', statusMessage: 'half way' } });
     expect(await rowOf(task.id)).toMatchObject({ status_message: 'half way' });
@@ -121,7 +138,7 @@ describe('task writes whose COMMIT answer is lost (real PostgreSQL through a pro
   it('a status change committed unheard is answered as applied', async () => {
     const { task, fence } = await started('lost-status');
     const lost = proxy.loseCommitReply(commitOf(task.id));
-    const r = await repo.setWorkerStatus(fence, 'input_required', 'need an answer');
+    const r = await worker.setWorkerStatus(fence, 'input_required', 'need an answer');
     await lost;
     expect(r).toMatchObject({ applied: true, previous: 'working', task: { status: 'input_required' } });
     expect(await rowOf(task.id)).toMatchObject({ status: 'input_required', instance_id: me });

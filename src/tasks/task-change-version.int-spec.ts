@@ -6,7 +6,7 @@ import { InstancesService } from '../instances/instances.service.js';
 import { ANONYMOUS_PRINCIPAL } from '../principals/principal.js';
 import { SessionsService } from '../sessions/sessions.service.js';
 import { SseEventsRepository } from '../sessions/sse-events.repository.js';
-import { TasksRepository } from './tasks.repository.js';
+import { TaskWorkerRepository } from './task-worker.repository.js';
 import { TasksService } from './tasks.service.js';
 
 /**
@@ -17,14 +17,14 @@ describe('task change versions and the status-notification outbox (real PostgreS
   let db: TestDatabase;
   let app: INestApplication;
   let tasks: TasksService;
-  let repo: TasksRepository;
+  let worker: TaskWorkerRepository;
   let events: SseEventsRepository;
 
   beforeAll(async () => {
     db = await createTestDatabase('task_versions');
     app = await createTestApp(db.url, { JANITOR_ENABLED: 'false' });
     tasks = app.get(TasksService);
-    repo = app.get(TasksRepository);
+    worker = app.get(TaskWorkerRepository);
     events = app.get(SseEventsRepository);
   });
   afterAll(async () => {
@@ -37,7 +37,7 @@ describe('task change versions and the status-notification outbox (real PostgreS
   it('bumps the version on every visible change and not on lease renewals', async () => {
     const t = await tasks.create({ ownerId: 'o1', era: 'modern', toolName: 't', requestParams: {} });
     const v0 = await version('o1', t.id);
-    await repo.renewLeases(app.get(InstancesService).instanceId, [t.id], 30000);
+    await worker.renewLeases(app.get(InstancesService).instanceId, [t.id], 30000);
     expect(await version('o1', t.id)).toBe(v0);
     await tasks.cancel('o1', t.id);
     const v1 = await version('o1', t.id);

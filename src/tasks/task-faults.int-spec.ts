@@ -16,7 +16,11 @@ import { InstancesService } from '../instances/instances.service.js';
 import { JanitorService } from '../janitor/janitor.service.js';
 import { TaskRunnerService } from './task-runner.service.js';
 import { TaskError, TaskErrorCode } from './tasks.errors.js';
-import { TASK_CHANNEL, TasksRepository } from './tasks.repository.js';
+import { TaskCreationRepository } from './task-creation.repository.js';
+import { TaskOutcomesRepository } from './task-outcomes.repository.js';
+import { TaskWorkerRepository } from './task-worker.repository.js';
+import { TASK_CHANNEL } from './task-change-publisher.js';
+import type { CommitGroupListener } from './commit-group.js';
 import { TasksService, type CreateTaskInput } from './tasks.service.js';
 
 const LOCK_TIMEOUT_MS = 200;
@@ -35,7 +39,9 @@ describe('task faults on real PostgreSQL', () => {
   let db: TestDatabase;
   let app: INestApplication;
   let tasks: TasksService;
-  let repo: TasksRepository;
+  let creations: TaskCreationRepository;
+  let outcomes: TaskOutcomesRepository;
+  let worker: TaskWorkerRepository;
   let runner: TaskRunnerService;
   let janitor: JanitorService;
   let exec: ControlledExecutor;
@@ -86,7 +92,9 @@ describe('task faults on real PostgreSQL', () => {
       { taskWork: exec },
     );
     tasks = app.get(TasksService);
-    repo = app.get(TasksRepository);
+    creations = app.get(TaskCreationRepository);
+    outcomes = app.get(TaskOutcomesRepository);
+    worker = app.get(TaskWorkerRepository);
     runner = app.get(TaskRunnerService);
     janitor = app.get(JanitorService);
     me = app.get(InstancesService).instanceId;
@@ -146,7 +154,7 @@ describe('task faults on real PostgreSQL', () => {
       const t = await tasks.createAndStart(input('owner-ttl-renew'));
       const run = await exec.run(t.id, 0);
       await pastTtl(t.id);
-      const r = await repo.renewLeases(me, [t.id], LEASE_MS);
+      const r = await worker.renewLeases(me, [t.id], LEASE_MS);
       expect(r.held.has(t.id)).toBe(false);
       expect(r.expired.map((x) => x.id)).toEqual([t.id]);
       expect(await row(t.id)).toMatchObject({ status: 'failed', status_message: 'Task expired' });
@@ -295,9 +303,11 @@ describe('task faults on real PostgreSQL', () => {
       const owner = 'owner-poison';
       const groups: Array<{ kind: string; size: number; fellBack: boolean }> = [];
       let listening = true;
-      repo.onCommitGroup((kind, size, fellBack) => {
+      const onGroup: CommitGroupListener = (kind, size, fellBack) => {
         if (listening) groups.push({ kind, size, fellBack });
-      });
+      };
+      creations.onCommitGroup(onGroup);
+      outcomes.onCommitGroup(onGroup);
       const made = await Promise.all(Array.from({ length: 5 }, () => tasks.createAndStart(input(owner))));
       const runs = await Promise.all(made.map((t) => exec.run(t.id, 0)));
       const retriesBefore = await retries();
@@ -391,7 +401,7 @@ describe('task faults on real PostgreSQL', () => {
         expect((await tasks.get(owner, t.id)).status).toBe('working');
         const waited = await tasks.waitForTerminal(owner, t.id, { timeoutMs: 300 });
         expect(waited.kind).toBe('timeout');
-        const renewed = await repo.renewLeases(me, [t.id], LEASE_MS);
+        const renewed = await worker.renewLeases(me, [t.id], LEASE_MS);
         expect(renewed.held.get(t.id)?.renewed).toBe(true);
       } finally {
         restore();
@@ -429,7 +439,7 @@ describe('task faults on real PostgreSQL', () => {
       const restore = skewAppClock(-3600 * 1000);
       try {
         await app.get(InstancesRepository).heartbeat(me);
-        await repo.renewLeases(me, [t.id], LEASE_MS);
+        await worker.renewLeases(me, [t.id], LEASE_MS);
       } finally {
         restore();
       }

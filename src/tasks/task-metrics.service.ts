@@ -1,9 +1,11 @@
+import { errorMessage } from '../common/error-message.js';
 import { Injectable, Logger, Optional, type OnModuleInit } from '@nestjs/common';
 import { Counter, Gauge, Histogram } from 'prom-client';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { ToolRegistry } from '../tool-dispatch/tool-registry.service.js';
-import { TasksRepository } from './tasks.repository.js';
-import { errorMessage } from '../common/error-message.js';
+import { TaskCreationRepository } from './task-creation.repository.js';
+import { TaskOutcomesRepository } from './task-outcomes.repository.js';
+import { TasksAdminRepository } from './tasks-admin.repository.js';
 
 export type FinishedStatus = 'completed' | 'failed' | 'cancelled' | 'expired';
 export type CreationMode = 'immediate' | 'escalated';
@@ -34,7 +36,9 @@ export class TaskMetrics implements OnModuleInit {
 
   constructor(
     metrics: MetricsService,
-    repo: TasksRepository,
+    admin: TasksAdminRepository,
+    creations: TaskCreationRepository,
+    outcomes: TaskOutcomesRepository,
     // Absent where no tools are registered (the admin CLI builds this class by hand).
     @Optional() private readonly tools?: ToolRegistry,
   ) {
@@ -103,10 +107,12 @@ export class TaskMetrics implements OnModuleInit {
       this.writeRetries.inc({ op }, 0);
     }
     for (const kind of COMMIT_GROUP_KINDS) groupFallbacks.inc({ kind }, 0);
-    repo.onCommitGroup((kind, size, fellBack) => {
+    const onGroup = (kind: (typeof COMMIT_GROUP_KINDS)[number], size: number, fellBack: boolean): void => {
       groupSize.observe({ kind }, size);
       if (fellBack) groupFallbacks.inc({ kind });
-    });
+    };
+    creations.onCommitGroup(onGroup);
+    outcomes.onCommitGroup(onGroup);
     const logger = this.logger;
     new Gauge({
       name: 'mcp_tasks_active',
@@ -115,7 +121,7 @@ export class TaskMetrics implements OnModuleInit {
       registers,
       async collect() {
         try {
-          const counts = await repo.countLiveByStatus();
+          const counts = await admin.countLiveByStatus();
           for (const [status, n] of Object.entries(counts)) this.set({ status }, n);
         } catch (err) {
           // No reading, no series (Prometheus marks it stale) rather than the last count from before.

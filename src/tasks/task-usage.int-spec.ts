@@ -9,7 +9,9 @@ import { ControlledExecutor, sleep } from '../../test/support/controlled-executo
 import { InstancesService } from '../instances/instances.service.js';
 import { JanitorService } from '../janitor/janitor.service.js';
 import { TaskError, TaskErrorCode } from './tasks.errors.js';
-import { TasksRepository, type CreationLimits, type NewTask } from './tasks.repository.js';
+import { TaskCreationRepository, type NewTask } from './task-creation.repository.js';
+import { TaskOutcomesRepository } from './task-outcomes.repository.js';
+import type { CreationLimits } from './creation-limits.js';
 import { TasksService } from './tasks.service.js';
 
 /**
@@ -20,7 +22,8 @@ describe('task usage counters (real PostgreSQL)', () => {
   let db: TestDatabase;
   let app: INestApplication;
   let tasks: TasksService;
-  let repo: TasksRepository;
+  let creations: TaskCreationRepository;
+  let outcomes: TaskOutcomesRepository;
   let me: string;
 
   beforeAll(async () => {
@@ -29,7 +32,8 @@ describe('task usage counters (real PostgreSQL)', () => {
       taskWork: new ControlledExecutor(),
     });
     tasks = app.get(TasksService);
-    repo = app.get(TasksRepository);
+    creations = app.get(TaskCreationRepository);
+    outcomes = app.get(TaskOutcomesRepository);
     me = app.get(InstancesService).instanceId;
   });
   afterAll(async () => {
@@ -47,7 +51,7 @@ describe('task usage counters (real PostgreSQL)', () => {
     const created = await Promise.all(
       owners.flatMap((o) =>
         Array.from({ length: 40 }, (_, i) =>
-          repo.insertWithLimits(newTask(o, i % 3 === 0 ? 300 : 60000), roomy),
+          creations.insertWithLimits(newTask(o, i % 3 === 0 ? 300 : 60000), roomy),
         ),
       ),
     );
@@ -58,7 +62,7 @@ describe('task usage counters (real PostgreSQL)', () => {
     await Promise.all(
       created.map((t, i) => {
         const fence = { taskId: t.id, generation: t.generation, instanceId: me };
-        if (i % 3 === 1) return repo.completeIfCurrent(fence, { content: [] });
+        if (i % 3 === 1) return outcomes.completeIfCurrent(fence, { content: [] });
         if (i % 3 === 2 && i % 2 === 0) return tasks.cancel(t.ownerId, t.id);
         return Promise.resolve(null);
       }),
@@ -71,7 +75,7 @@ describe('task usage counters (real PostgreSQL)', () => {
     await sleep(400);
     await Promise.all([
       app.get(JanitorService).runOnce(),
-      ...owners.map((o) => repo.insertWithLimits(newTask(o), roomy)),
+      ...owners.map((o) => creations.insertWithLimits(newTask(o), roomy)),
       ...created.filter((_, i) => i % 3 === 2).map((t) => tasks.cancel(t.ownerId, t.id).catch(() => null)),
     ]);
     await app.get(JanitorService).runOnce();
@@ -85,16 +89,18 @@ describe('task usage counters (real PostgreSQL)', () => {
     const limits: CreationLimits = { maxPerOwner: 10, maxTotal: 100000, maxRetainedPerOwner: 3 };
     const done: { id: string }[] = [];
     for (let i = 0; i < 3; i++) {
-      const t = await repo.insertWithLimits(newTask(owner), limits);
+      const t = await creations.insertWithLimits(newTask(owner), limits);
       await tasks.cancel(owner, t.id);
       done.push(t);
     }
-    const refused = await repo.insertWithLimits(newTask(owner), limits).catch((e: unknown) => e);
+    const refused = await creations.insertWithLimits(newTask(owner), limits).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(TaskError);
     expect((refused as TaskError).code).toBe(TaskErrorCode.LIMIT_EXCEEDED);
     expect((refused as TaskError).message).toContain('QUOTA_RETAINED_TASKS_PER_OWNER = 3');
     await withClient(db.url, (c) => c.query('DELETE FROM task WHERE id = $1', [done[0].id]));
-    await expect(repo.insertWithLimits(newTask(owner), limits)).resolves.toMatchObject({ status: 'working' });
+    await expect(creations.insertWithLimits(newTask(owner), limits)).resolves.toMatchObject({
+      status: 'working',
+    });
   });
 
   it('60 parallel creates against a total of 25 live tasks leave exactly 25 more', async () => {
@@ -105,7 +111,7 @@ describe('task usage counters (real PostgreSQL)', () => {
       maxRetainedPerOwner: 1000,
     };
     const results = await Promise.allSettled(
-      Array.from({ length: 60 }, (_, i) => repo.insertWithLimits(newTask(`u-total-${i % 7}`), limits)),
+      Array.from({ length: 60 }, (_, i) => creations.insertWithLimits(newTask(`u-total-${i % 7}`), limits)),
     );
     expect(results.filter((x) => x.status === 'fulfilled')).toHaveLength(25);
     for (const x of results) {

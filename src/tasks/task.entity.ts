@@ -4,7 +4,8 @@ import type { TaskStatus } from './task-state.js';
 import type { InputRequest, TaskEra, TaskErrorPayload } from './task.types.js';
 
 /**
- * One durable task. Only TasksRepository reads or writes this table; everything else sees TaskSnapshot.
+ * One durable task. Only the task repositories (tasks/*.repository.ts, janitor/janitor.repository.ts) read or
+ * write this table; everything else sees TaskSnapshot.
  * Indexes, by the query that needs them:
  * - task_owner_created_idx: tasks/list keyset pagination (owner, created_at DESC, id DESC);
  * - task_owner_status_idx: the live-task count per owner under the creation lock;

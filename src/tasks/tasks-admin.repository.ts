@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
+import { LIVE_SQL, toNumber, type Row } from './task-sql.js';
 import type { TaskStatus } from './task-state.js';
 import { Task } from './task.entity.js';
 
@@ -15,9 +16,9 @@ export interface TaskAdminFilter {
 }
 
 /**
- * Operator reads across all owners, for the admin CLI; the server's own paths stay owner-scoped in
- * TasksRepository. Writes (cancel) go through TasksRepository so they take the same row locks and send the
- * same notifications as the server.
+ * Operator reads across all owners: the admin CLI's listings, and the live-task gauge (TaskMetrics). The
+ * server's own reads stay owner-scoped in TasksRepository. The CLI's writes (cancel) go through
+ * TasksRepository so they take the same row locks and send the same notifications as the server.
  */
 @Injectable()
 export class TasksAdminRepository {
@@ -36,5 +37,15 @@ export class TasksAdminRepository {
 
   async findById(id: string): Promise<Task | null> {
     return this.dataSource.getRepository(Task).findOneBy({ id });
+  }
+
+  /** Live tasks by status, for the mcp_tasks_active gauge. */
+  async countLiveByStatus(): Promise<Record<string, number>> {
+    const rows = await this.dataSource.query<Row[]>(
+      `SELECT status, count(*) AS n FROM task WHERE status IN ${LIVE_SQL} GROUP BY status`,
+    );
+    const out: Record<string, number> = { working: 0, input_required: 0 };
+    for (const r of rows) out[r.status as string] = toNumber(r.n);
+    return out;
   }
 }

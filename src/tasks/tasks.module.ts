@@ -2,23 +2,45 @@ import { Module, type OnModuleInit } from '@nestjs/common';
 import { registerErrorMapper } from '../common/error-mappers.js';
 import { InstancesModule } from '../instances/instances.module.js';
 import { ToolDispatchModule } from '../tool-dispatch/tool-dispatch.module.js';
+import { TaskChangePublisher } from './task-change-publisher.js';
+import { TaskCreationRepository } from './task-creation.repository.js';
 import { TaskMetrics } from './task-metrics.service.js';
+import { TaskOutcomeRecorder } from './task-outcome-recorder.js';
+import { TaskOutcomesRepository } from './task-outcomes.repository.js';
+import { TaskRowWriter } from './task-row-writer.js';
 import { TaskRunnerService } from './task-runner.service.js';
+import { TaskTransactions } from './task-transactions.js';
+import { TaskWorkerRepository } from './task-worker.repository.js';
+import { TasksAdminRepository } from './tasks-admin.repository.js';
 import { TasksRepository } from './tasks.repository.js';
 import { TasksService } from './tasks.service.js';
 import { mapTaskError } from './tasks.error-mapper.js';
 import { TaskError } from './tasks.errors.js';
 
+/** What every task repository builds on: the transaction, the change publisher, the locked row writes. */
+const TASK_REPOSITORY_CORE = [TaskTransactions, TaskChangePublisher, TaskRowWriter];
+
 /**
  * The task registry. Exports the domain API (TasksService, including `decide` for the execution decision),
- * the runner (which receives its TaskWork by injection, and adopts escalated work) and the repository for the janitor.
+ * the runner (to plug in the TaskWorkExecutor and adopt escalated work) and the repository core for the janitor.
  * The pure decision function itself is `decideExecution` in execution-decision.ts.
  */
 @Module({
   // The tool registry: the task metrics create every tool's series at 0 at boot.
   imports: [InstancesModule, ToolDispatchModule],
-  providers: [TasksRepository, TaskMetrics, TaskRunnerService, TasksService],
-  exports: [TasksRepository, TaskMetrics, TaskRunnerService, TasksService],
+  providers: [
+    ...TASK_REPOSITORY_CORE,
+    TasksRepository,
+    TaskCreationRepository,
+    TaskWorkerRepository,
+    TaskOutcomesRepository,
+    TasksAdminRepository,
+    TaskMetrics,
+    TaskOutcomeRecorder,
+    TaskRunnerService,
+    TasksService,
+  ],
+  exports: [...TASK_REPOSITORY_CORE, TasksRepository, TaskMetrics, TaskRunnerService, TasksService],
 })
 export class TasksModule implements OnModuleInit {
   onModuleInit(): void {

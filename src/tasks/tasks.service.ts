@@ -12,14 +12,10 @@ import { TaskMetrics, type CreationMode } from './task-metrics.service.js';
 import { TaskRunnerService } from './task-runner.service.js';
 import type { TaskChange, TaskEra, TaskOutcome, TaskSnapshot } from './task.types.js';
 import { TaskError, TaskErrorCode } from './tasks.errors.js';
-import {
-  TASK_CHANNEL,
-  TasksRepository,
-  type MergeResult,
-  type TaskChangeHook,
-  type VersionedTask,
-} from './tasks.repository.js';
+import { TASK_CHANNEL, type TaskChangeHook } from './task-change-publisher.js';
 import type { ProgressUpdate } from '../tool-dispatch/tool-context.js';
+import { TaskCreationRepository } from './task-creation.repository.js';
+import { TasksRepository, type MergeResult, type VersionedTask } from './tasks.repository.js';
 
 export interface CreateTaskInput {
   /** The principal id (Principal.id) that will own the task. */
@@ -123,6 +119,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
 
   constructor(
     private readonly repo: TasksRepository,
+    private readonly creations: TaskCreationRepository,
     private readonly runner: TaskRunnerService,
     private readonly bus: PgBusService,
     private readonly instances: InstancesService,
@@ -175,7 +172,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     if (!input.ownerId || !input.toolName) {
       throw new TaskError(TaskErrorCode.INVALID_ARGUMENT, 'ownerId and toolName are required');
     }
-    const task = await this.repo.insertWithLimits(
+    const task = await this.creations.insertWithLimits(
       {
         id: newTaskId(),
         ownerId: input.ownerId,

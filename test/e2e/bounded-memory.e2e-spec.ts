@@ -6,7 +6,7 @@ import { principalIdFor } from '../../src/principals/principals.service.js';
 import { QuotaService } from '../../src/quotas/quota.service.js';
 import { MethodRegistry } from '../../src/protocol/method-registry.js';
 import { LifecycleService } from '../../src/lifecycle/lifecycle.service.js';
-import { TASK_CHANNEL } from '../../src/tasks/tasks.repository.js';
+import { TASK_CHANNEL } from '../../src/tasks/task-change-publisher.js';
 import { TasksService } from '../../src/tasks/tasks.service.js';
 import { openStream, responseOf } from '../support/mcp-http.js';
 import {

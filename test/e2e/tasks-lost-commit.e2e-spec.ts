@@ -1,6 +1,6 @@
 import type { INestApplication } from '@nestjs/common';
 import pg from 'pg';
-import { TASK_CREATE_LOCK_KEY } from '../../src/tasks/tasks.repository.js';
+import { AdvisoryLockKey } from '../../src/database/advisory-locks.js';
 import { PgProxy } from '../support/pg-proxy.js';
 import { LegacyClient, waitFor } from '../support/tasks-e2e.js';
 import { createTestApp } from '../support/test-app.js';
@@ -37,7 +37,7 @@ describe('a creation group whose COMMIT answer is lost, over HTTP', () => {
     await holder.connect();
     try {
       await holder.query('BEGIN');
-      await holder.query('SELECT pg_advisory_xact_lock($1)', [TASK_CREATE_LOCK_KEY]);
+      await holder.query('SELECT pg_advisory_xact_lock($1)', [AdvisoryLockKey.TaskCreation]);
       const lost = proxy.loseCommitReply(
         (sql) =>
           sql.includes('task_check_creation_limits') &&

@@ -1,5 +1,5 @@
 import { newTaskId } from '../../src/tasks/task-ids.js';
-import type { NewTask } from '../../src/tasks/tasks.repository.js';
+import type { NewTask } from '../../src/tasks/task-creation.repository.js';
 import { withClient } from './test-database.js';
 
 /** A new task row for the registry's insert, leased to `instanceId` (the registry tests' one factory). */

@@ -1,0 +1,137 @@
+import { Injectable } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { AdvisoryLockKey } from '../database/advisory-locks.js';
+import type { SqlTx } from '../database/sql-transaction.js';
+import { EXPIRED, WORKER_LOST_MESSAGE } from '../tasks/task-failures.js';
+import { TaskRowWriter, type SweptTask } from '../tasks/task-row-writer.js';
+import { LIVE_SQL, returned, TERMINAL_SQL, toNumber, type Row } from '../tasks/task-sql.js';
+import type { TaskStatus } from '../tasks/task-state.js';
+import type { StoredTraceContext } from '../telemetry/trace-context.js';
+import { TaskTransactions } from '../tasks/task-transactions.js';
+import type { TaskErrorPayload } from '../tasks/task.types.js';
+
+export type JanitorStep = 'expire' | 'lease_lapsed' | 'instance_gone' | 'delete';
+
+function toSwept(r: Row): SweptTask {
+  return {
+    id: r.id as string,
+    toolName: r.tool_name as string,
+    status: r.status as TaskStatus,
+    createdAt: r.created_at as Date,
+    traceContext: (r.trace_context as StoredTraceContext | null) ?? null,
+  };
+}
+
+/**
+ * The janitor's queries on the task table (JanitorService): the sweep's bounded batches under the janitor's
+ * advisory lock, startup recovery, and its lag gauge. Batches fail rows through the shared row writes
+ * (TaskRowWriter.failRows), so each change is published like any other.
+ */
+@Injectable()
+export class JanitorRepository {
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly transactions: TaskTransactions,
+    private readonly writer: TaskRowWriter,
+  ) {}
+
+  /**
+   * How far behind the janitor is, in seconds (0 when nothing is due): `expire`, since the oldest live task
+   * passed its ttl; `delete`, since the oldest finished task passed ttl + grace. Both use the task_expires_idx.
+   */
+  async janitorLag(graceMs: number): Promise<{ expire: number; delete: number }> {
+    const [r] = await this.dataSource.query<Row[]>(
+      `SELECT
+         COALESCE(EXTRACT(EPOCH FROM now() - (SELECT min(expires_at) FROM task
+            WHERE status IN ${LIVE_SQL} AND expires_at <= now())), 0) AS expire,
+         COALESCE(EXTRACT(EPOCH FROM now() - (SELECT min(expires_at) + $1::int * interval '1 millisecond'
+            FROM task WHERE status IN ${TERMINAL_SQL}
+              AND expires_at + $1::int * interval '1 millisecond' <= now())), 0) AS delete`,
+      [graceMs],
+    );
+    return { expire: toNumber(r.expire), delete: toNumber(r.delete) };
+  }
+
+  /**
+   * One bounded janitor batch, in its own transaction, under the janitor's transaction-scoped advisory
+   * lock. Returns null when another instance holds the lock (this run stops), else the rows handled.
+   * Rows are claimed with FOR UPDATE SKIP LOCKED, so a batch never waits behind live traffic.
+   */
+  async janitorBatch(
+    step: JanitorStep,
+    opts: { batchSize: number; graceMs: number; selfInstanceId: string; staleInstanceMs: number },
+  ): Promise<SweptTask[] | null> {
+    return this.transactions.tx(async (m) => {
+      const [{ ok }] = await m.query<Row>('SELECT pg_try_advisory_xact_lock($1) AS ok', [
+        AdvisoryLockKey.Janitor,
+      ]);
+      if (ok !== true) return null;
+      if (step === 'delete') {
+        const rows = returned(
+          await m.query(
+            `DELETE FROM task WHERE id IN (
+             SELECT id FROM task
+             WHERE status IN ${TERMINAL_SQL} AND expires_at + $2::int * interval '1 millisecond' <= now()
+             ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+           RETURNING id, tool_name, status, created_at, trace_context`,
+            [opts.batchSize, opts.graceMs],
+          ),
+        );
+        return rows.map(toSwept);
+      }
+      return this.failBatch(m, step, opts);
+    }, true);
+  }
+
+  /** Startup recovery outside the janitor lock: idempotent (SKIP LOCKED, status checked in SQL). */
+  async failOrphaned(
+    selfInstanceId: string,
+    staleInstanceMs: number,
+    batchSize: number,
+  ): Promise<SweptTask[]> {
+    return this.transactions.tx(
+      (m) =>
+        this.failBatch(m, 'instance_gone', {
+          batchSize,
+          selfInstanceId,
+          staleInstanceMs,
+        }),
+      true,
+    );
+  }
+
+  private async failBatch(
+    m: SqlTx,
+    step: Exclude<JanitorStep, 'delete'>,
+    opts: { batchSize: number; selfInstanceId: string; staleInstanceMs: number },
+  ): Promise<SweptTask[]> {
+    let select: string;
+    let params: unknown[];
+    let error: TaskErrorPayload;
+    switch (step) {
+      case 'expire':
+        select = `SELECT id, status AS prev FROM task WHERE status IN ${LIVE_SQL} AND expires_at <= now()
+                  ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED`;
+        params = [opts.batchSize];
+        error = EXPIRED;
+        break;
+      case 'lease_lapsed':
+        select = `SELECT id, status AS prev FROM task WHERE status IN ${LIVE_SQL} AND instance_id IS NOT NULL
+                  AND lease_expires_at < now() LIMIT $1 FOR UPDATE SKIP LOCKED`;
+        params = [opts.batchSize];
+        error = { code: -32603, message: WORKER_LOST_MESSAGE };
+        break;
+      case 'instance_gone':
+        // The instance that holds the task is stopped, silent for too long, or unknown: it will never finish it.
+        select = `SELECT t.id, t.status AS prev FROM task t LEFT JOIN service_instance si ON si.id = t.instance_id
+                  WHERE t.status IN ${LIVE_SQL} AND t.instance_id IS NOT NULL AND t.instance_id <> $2
+                    AND (si.id IS NULL OR si.stopped_at IS NOT NULL
+                         OR si.heartbeat_at < now() - $3::int * interval '1 millisecond')
+                  LIMIT $1 FOR UPDATE OF t SKIP LOCKED`;
+        params = [opts.batchSize, opts.selfInstanceId, opts.staleInstanceMs];
+        error = { code: -32603, message: WORKER_LOST_MESSAGE };
+        break;
+    }
+    return this.writer.failRows(m, select, params, error);
+  }
+}

@@ -1,0 +1,16 @@
+import type { TaskErrorPayload } from './task.types.js';
+
+/*
+ * The texts a task the server itself fails carries, as clients and operators see them (tests and runbooks
+ * match on them): changing one changes the API.
+ */
+
+/** A live task past created + ttl by the database clock (lazy expiry, lease renewal, the janitor). */
+export const EXPIRED: TaskErrorPayload = { code: -32603, message: 'Task expired' };
+
+/** A task whose worker's lease lapsed, or whose instance stopped or went silent (the janitor, startup). */
+export const WORKER_LOST_MESSAGE = 'worker lost: the server running this task stopped';
+
+/** A task still running on an instance whose shutdown grace ran out (the task runner's drain). */
+export const SHUTDOWN_ERROR: TaskErrorPayload = { code: -32603, message: 'server shutting down' };
+export const SHUTDOWN_STATUS = 'server shutting down: the task was interrupted';

@@ -1,0 +1,258 @@
+import { Injectable } from '@nestjs/common';
+import type { SqlTx } from '../database/sql-transaction.js';
+import { TaskChangePublisher } from './task-change-publisher.js';
+import { EXPIRED } from './task-failures.js';
+import { checkInputRound, type InputLimits } from './input-round.js';
+import { TaskRowWriter, type NextState, type SweptTask } from './task-row-writer.js';
+import { LIVE_SQL, toNumber, type Row } from './task-sql.js';
+import { canTransition, isLive, type TaskStatus } from './task-state.js';
+import { TaskTransactions } from './task-transactions.js';
+import { inputKeyFor, type InputRequest, type TaskSnapshot } from './task.types.js';
+import type { UnresolvedWriteError } from './unresolved-write.js';
+
+/** The identity a worker writes with: its task, the generation it was started on, and its instance. */
+export interface WorkerFence {
+  taskId: string;
+  generation: number;
+  instanceId: string;
+}
+
+/**
+ * Why a fenced worker write did not apply. `expired`: the task was past created + ttl (by the database
+ * clock) when the write came, so the write expired it instead (failed "Task expired").
+ */
+export type WorkerWriteRefusal = 'gone' | 'not_current' | 'expired';
+
+/**
+ * Where a task written to a terminal state stands against its ttl, by the database clock: `msUntilExpiry`
+ * is expires_at − now() of the writing transaction, `measuredAt` a performance.now() taken before that
+ * transaction began, so measuredAt + msUntilExpiry is no later than the expiry (FinishedTaskCache.put).
+ */
+export interface ExpiryReading {
+  measuredAt: number;
+  msUntilExpiry: number;
+}
+
+export type WorkerWriteResult =
+  | { applied: true; task: TaskSnapshot; previous: TaskStatus; expiry?: ExpiryReading }
+  | { applied: false; reason: WorkerWriteRefusal; task: TaskSnapshot | null };
+
+export type ParkResult =
+  | { applied: true; task: TaskSnapshot; limitBroken: string | null }
+  | { applied: false; reason: WorkerWriteRefusal; task: TaskSnapshot | null };
+
+/** What one lease renewal found for a run of this instance. */
+export interface LeaseState {
+  generation: number;
+  /** False when the row was locked by another transaction: still held, renewed on the next round. */
+  renewed: boolean;
+}
+
+/**
+ * A running task's writes from its worker (TaskRunnerService), each fenced by the run's generation and
+ * instance so a run that lost its task can never change it, and the lease renewals that keep a run's task.
+ * The run's final outcome goes through TaskOutcomesRepository, whose refused outcomes come back here
+ * (workerWriteIn) to learn why.
+ */
+@Injectable()
+export class TaskWorkerRepository {
+  constructor(
+    private readonly transactions: TaskTransactions,
+    private readonly writer: TaskRowWriter,
+    private readonly publisher: TaskChangePublisher,
+  ) {}
+
+  /** Handshake-era input over SSE: the live worker flips the visible status without giving the task up. */
+  async setWorkerStatus(
+    fence: WorkerFence,
+    status: 'working' | 'input_required',
+    statusMessage: string | null,
+  ): Promise<WorkerWriteResult> {
+    return this.workerWrite(fence, status, { statusMessage });
+  }
+
+  /**
+   * The handler asked for input and returned: store its questions under minted keys, its state, and park
+   * the task as input_required with no worker and no lease. A round that breaks a limit (or is malformed)
+   * fails the task instead, with an error naming the limit.
+   */
+  async parkForInput(
+    fence: WorkerFence,
+    requests: Record<string, InputRequest>,
+    handlerState: unknown,
+    limits: InputLimits,
+  ): Promise<ParkResult> {
+    return this.transactions.knownTx(async (m) => {
+      const held = await this.lockForWorker(m, fence);
+      if ('refused' in held) return held.refused;
+      const current = held.current;
+      const broken = checkInputRound(current, requests, handlerState, limits);
+      if (broken) {
+        const task = await this.writer.transition(
+          m,
+          current,
+          'failed',
+          { error: { code: -32603, message: broken }, statusMessage: broken },
+          true,
+        );
+        return { applied: true, task, limitBroken: broken };
+      }
+      const round = current.inputRounds + 1;
+      const minted: Record<string, InputRequest> = {};
+      for (const [localKey, req] of Object.entries(requests)) {
+        minted[inputKeyFor(round, localKey)] = { method: req.method, params: req.params ?? {} };
+      }
+      const task = await this.writer.transition(
+        m,
+        current,
+        'input_required',
+        {
+          inputRequests: minted,
+          handlerState: handlerState ?? null,
+          inputRounds: round,
+          instanceId: null,
+          statusMessage: 'Waiting for input',
+        },
+        false,
+        { kind: 'clear' },
+      );
+      return { applied: true, task, limitBroken: null };
+    });
+  }
+
+  /**
+   * Progress of a running task: the latest message becomes its statusMessage (status unchanged), and the
+   * change is published so subscribers re-read it. Fenced like every worker write.
+   */
+  async setProgressMessage(fence: WorkerFence, statusMessage: string): Promise<WorkerWriteResult> {
+    return this.transactions.knownTx(async (m) => {
+      const held = await this.lockForWorker(m, fence);
+      if ('refused' in held) return held.refused;
+      const current = held.current;
+      // While a handshake-era worker waits for an answer, its input_required message stays.
+      if (current.status !== 'working' || current.statusMessage === statusMessage) {
+        return { applied: true, task: current, previous: current.status };
+      }
+      const task = await this.writer.write(m, current, { statusMessage }, { kind: 'keep' });
+      await this.publisher.publish(m, task, current.status);
+      return { applied: true, task, previous: current.status };
+    });
+  }
+
+  /**
+   * One lease renewal round for the runs of this instance, judged by the database clock alone: the new
+   * lease is now() + leaseMs, computed by PostgreSQL. Returns the generation each still-held task is at
+   * (a run whose generation differs lost its task); an id missing from the answer is no longer this
+   * instance's (cancelled, expired, rescued). Runs past created + ttl are expired here on the spot. A row
+   * locked by another transaction is skipped (SKIP LOCKED) and reported held but not renewed, so one busy
+   * row can neither stall the whole batch behind lock_timeout nor be mistaken for a lost lease.
+   */
+  async renewLeases(
+    instanceId: string,
+    ids: readonly string[],
+    leaseMs: number,
+  ): Promise<{ held: Map<string, LeaseState>; expired: SweptTask[] }> {
+    if (ids.length === 0) return { held: new Map(), expired: [] };
+    return this.transactions.tx(async (m) => {
+      const expired = await this.writer.failRows(
+        m,
+        `SELECT id, status AS prev FROM task WHERE instance_id = $1 AND id = ANY($2::text[])
+           AND status IN ${LIVE_SQL} AND expires_at <= now() FOR UPDATE SKIP LOCKED`,
+        [instanceId, [...ids]],
+        EXPIRED,
+      );
+      const rows = await m.query<Row>(
+        `WITH mine AS (
+           SELECT id, generation FROM task
+           WHERE instance_id = $1 AND id = ANY($2::text[]) AND status IN ${LIVE_SQL} AND expires_at > now()),
+         renewed AS (
+           UPDATE task SET lease_expires_at = now() + $3::int * interval '1 millisecond'
+           WHERE id IN (SELECT t.id FROM task t JOIN mine USING (id) FOR UPDATE OF t SKIP LOCKED)
+           RETURNING id)
+         SELECT mine.id, mine.generation, renewed.id IS NOT NULL AS renewed
+         FROM mine LEFT JOIN renewed USING (id)`,
+        [instanceId, [...ids], leaseMs],
+      );
+      const held = new Map<string, LeaseState>();
+      for (const r of rows) {
+        held.set(r.id as string, { generation: toNumber(r.generation), renewed: r.renewed === true });
+      }
+      return { held, expired };
+    }, true);
+  }
+
+  /**
+   * Whether a worker write that rejected with UnresolvedWriteError landed after all (TaskTransactions.landed):
+   * the runner asks before it writes again.
+   */
+  landed<T>(e: UnresolvedWriteError<T>): Promise<{ value: T } | undefined> {
+    return this.transactions.landed(e);
+  }
+
+  /**
+   * A worker write's first step: the fence's row locked, if it is still that run's (live, same generation,
+   * same instance) and not past created + ttl; otherwise why the write must not apply (a task found due is
+   * expired here, as every write path does).
+   */
+  private async lockForWorker(
+    m: SqlTx,
+    fence: WorkerFence,
+  ): Promise<
+    | { current: TaskSnapshot }
+    | { refused: { applied: false; reason: WorkerWriteRefusal; task: TaskSnapshot | null } }
+  > {
+    const locked = await this.writer.lock(m, fence.taskId, null);
+    if (!locked) return { refused: { applied: false, reason: 'gone', task: null } };
+    const current = locked.task;
+    if (!this.isCurrent(current, fence)) {
+      return { refused: { applied: false, reason: 'not_current', task: current } };
+    }
+    const expired = await this.writer.expireLockedIfDue(m, locked);
+    if (expired) return { refused: { applied: false, reason: 'expired', task: expired } };
+    return { current };
+  }
+
+  private isCurrent(t: TaskSnapshot, fence: WorkerFence): boolean {
+    return isLive(t.status) && t.generation === fence.generation && t.instanceId === fence.instanceId;
+  }
+
+  private async workerWrite(
+    fence: WorkerFence,
+    to: TaskStatus,
+    fields: Partial<NextState>,
+  ): Promise<WorkerWriteResult> {
+    return this.transactions.knownTx((m) => this.workerWriteIn(m, fence, to, fields));
+  }
+
+  /**
+   * A fenced write inside `m`: the row locked and checked (lockForWorker), then written. Also the path
+   * TaskOutcomesRepository takes to learn why an outcome its one-statement write did not apply was refused.
+   */
+  async workerWriteIn(
+    m: SqlTx,
+    fence: WorkerFence,
+    to: TaskStatus,
+    fields: Partial<NextState>,
+  ): Promise<WorkerWriteResult> {
+    const held = await this.lockForWorker(m, fence);
+    if ('refused' in held) return held.refused;
+    const current = held.current;
+    if (current.status === to) {
+      const task = await this.writer.write(m, current, fields, { kind: 'keep' });
+      return { applied: true, task, previous: current.status };
+    }
+    if (!canTransition(current.status, to)) {
+      return { applied: false, reason: 'not_current', task: current };
+    }
+    const clears: Partial<NextState> = isLive(to) ? {} : { instanceId: null, inputRequests: {} };
+    const task = await this.writer.transition(
+      m,
+      current,
+      to,
+      { ...clears, ...fields },
+      false,
+      isLive(to) ? { kind: 'keep' } : { kind: 'clear' },
+    );
+    return { applied: true, task, previous: current.status };
+  }
+}
