@@ -1,6 +1,7 @@
 import 'reflect-metadata';
 import { DataSource } from 'typeorm';
-import { loadConfig } from '../config/load-config.js';
+import { loadConfig } from '../app.config.js';
+import { DatabaseConfig } from './database.config.js';
 import { runMigrationsLocked } from './migrations-runner.js';
 import { buildDataSourceOptions } from './typeorm-options.js';
 
@@ -9,7 +10,7 @@ import { buildDataSourceOptions } from './typeorm-options.js';
  * entities. Any pending statement means an entity changed without a migration; print it and fail.
  */
 async function main(): Promise<void> {
-  const config = loadConfig(process.env, { serving: false });
+  const config = loadConfig(process.env, { serving: false }).get(DatabaseConfig);
   if (!config.DATABASE_URL) throw new Error('schema drift check needs DATABASE_URL');
   const ds = new DataSource(
     buildDataSourceOptions({ url: config.DATABASE_URL, applicationName: 'mcp-schema-drift' }),

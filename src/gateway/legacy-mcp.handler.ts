@@ -1,6 +1,5 @@
 import { Injectable } from '@nestjs/common';
 import type { Request, Response } from 'express';
-import { AppConfig } from '../config/app-config.js';
 import { mapError } from '../protocol/error-mapping.js';
 import {
   errorResponse,
@@ -28,6 +27,7 @@ import { McpRequestExecutor } from './mcp-request.executor.js';
 import { LegacyChannel } from './response-channel.js';
 import { SseWriter } from './sse-writer.js';
 import { formatEventId, parseEventId, STANDALONE_STREAM, StreamHub } from './stream-hub.service.js';
+import { GatewayConfig } from './gateway.config.js';
 
 type Params = Record<string, unknown>;
 
@@ -65,7 +65,7 @@ export class LegacyMcpHandler {
     private readonly clientRequests: ClientRequestsService,
     private readonly inFlight: InFlightService,
     private readonly executor: McpRequestExecutor,
-    private readonly config: AppConfig,
+    private readonly config: GatewayConfig,
     private readonly quotas: QuotaService,
   ) {
     this.methods.set('ping', async () => ({}));

@@ -1,6 +1,5 @@
 import { Injectable } from '@nestjs/common';
 import type { Request, Response } from 'express';
-import { AppConfig } from '../config/app-config.js';
 import { JSONRPC, type JsonRpcRequest } from '../protocol/json-rpc.js';
 import { decodeHeaderValue, nameFieldFor } from '../protocol/mcp-headers.js';
 import { CACHEABLE_METHODS, McpMethodsService, SERVER_INFO } from '../protocol/mcp-methods.service.js';
@@ -16,6 +15,8 @@ import { McpRequestExecutor } from './mcp-request.executor.js';
 import { ModernChannel } from './response-channel.js';
 import { SseStreams } from './sse-streams.service.js';
 import { SseWriter } from './sse-writer.js';
+import { ProtocolConfig } from '../protocol/protocol.config.js';
+import { GatewayConfig } from './gateway.config.js';
 
 type Params = Record<string, unknown>;
 type ModernMethod = (params: Params, ctx: RequestContext) => Promise<Record<string, unknown>>;
@@ -50,9 +51,10 @@ export class ModernMcpHandler {
     private readonly registry: ToolRegistry,
     private readonly lifecycle: LifecycleService,
     private readonly streams: SseStreams,
-    private readonly config: AppConfig,
+    private readonly config: GatewayConfig,
+    private readonly protocolConfig: ProtocolConfig,
   ) {
-    this.stateCodec = new RequestStateCodec(config.MRTR_STATE_SECRET);
+    this.stateCodec = new RequestStateCodec(protocolConfig.MRTR_STATE_SECRET);
     this.methods.set('server/discover', async () => this.mcp.discoverResult());
   }
 
@@ -325,7 +327,7 @@ export class ModernMcpHandler {
       principalId: principal.id,
       method,
       paramsDigest: paramsDigest(params),
-      expiresAt: Date.now() + this.config.MRTR_STATE_TTL_MS,
+      expiresAt: Date.now() + this.protocolConfig.MRTR_STATE_TTL_MS,
       answers,
     });
     return { resultType: 'input_required', inputRequests: signal.requests, requestState };
@@ -334,7 +336,7 @@ export class ModernMcpHandler {
   private decorate(method: string, result: Record<string, unknown>): Record<string, unknown> {
     const out: Record<string, unknown> = { resultType: 'complete', ...result };
     if (CACHEABLE_METHODS.has(method) || method === 'server/discover') {
-      out.ttlMs ??= this.config.LIST_CACHE_TTL_MS;
+      out.ttlMs ??= this.protocolConfig.LIST_CACHE_TTL_MS;
       out.cacheScope ??= 'private';
     }
     const meta = isObject(out._meta) ? out._meta : {};

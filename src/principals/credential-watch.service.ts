@@ -1,7 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
-import { AppConfig } from '../config/app-config.js';
 import { ApiKeysRepository } from './api-keys.repository.js';
 import type { Principal } from './principal.js';
+import { GatewayConfig } from '../gateway/gateway.config.js';
 
 const MAX_REMEMBERED_KEYS = 10_000;
 
@@ -18,7 +18,7 @@ export class CredentialWatch {
 
   constructor(
     private readonly apiKeys: ApiKeysRepository,
-    private readonly config: AppConfig,
+    private readonly config: GatewayConfig,
   ) {}
 
   async stillValid(principal: Principal): Promise<boolean> {

@@ -10,7 +10,6 @@ import {
   type OnModuleInit,
 } from '@nestjs/common';
 import { PgBusService } from '../bus/pg-bus.service.js';
-import { AppConfig } from '../config/app-config.js';
 import { InstancesService } from '../instances/instances.service.js';
 import { LifecycleService } from '../lifecycle/lifecycle.service.js';
 import { context, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
@@ -37,6 +36,8 @@ import {
   type WorkerFence,
   type WorkerWriteResult,
 } from './tasks.repository.js';
+import { LifecycleConfig } from '../lifecycle/lifecycle.config.js';
+import { TasksConfig } from './tasks.config.js';
 
 /** One run of a task on this instance: a task id at one generation (a resume is a new run). */
 interface RunningTask {
@@ -153,7 +154,8 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     private readonly repo: TasksRepository,
     private readonly bus: PgBusService,
     private readonly instances: InstancesService,
-    private readonly config: AppConfig,
+    private readonly config: TasksConfig,
+    private readonly lifecycleConfig: LifecycleConfig,
     private readonly metrics: TaskMetrics,
     private readonly lifecycle: LifecycleService,
     @Optional() @Inject(TASK_WORK_EXECUTOR) executor?: TaskWorkExecutor,
@@ -275,7 +277,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
 
   async beforeApplicationShutdown(): Promise<void> {
     clearInterval(this.leaseTimer);
-    const graceEnd = (this.drainStartedAt ?? performance.now()) + this.config.SHUTDOWN_GRACE_MS;
+    const graceEnd = (this.drainStartedAt ?? performance.now()) + this.lifecycleConfig.SHUTDOWN_GRACE_MS;
     const wait = this.drainStartedAt === undefined ? 0 : Math.max(0, graceEnd - performance.now());
     if (this.running.size > 0 && wait > 0) {
       await Promise.race([Promise.allSettled([...this.running.values()].map((r) => r.done)), sleep(wait)]);

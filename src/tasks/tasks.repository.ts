@@ -3,7 +3,6 @@ import { isDeepStrictEqual } from 'node:util';
 import { DataSource } from 'typeorm';
 import { PgBusService } from '../bus/pg-bus.service.js';
 import { hasNul, jsonHasNul, unstorableText, UnstorableValueError } from '../common/storable-text.js';
-import { AppConfig } from '../config/app-config.js';
 import { runPrepared, type PreparedStatement } from '../database/prepared-query.js';
 import { CommitOutcomeUnknownError, inTransaction, type SqlTx } from '../database/sql-transaction.js';
 import type { StoredTraceContext } from '../telemetry/trace-context.js';
@@ -21,6 +20,8 @@ import {
 } from './task.types.js';
 import { TaskError, TaskErrorCode } from './tasks.errors.js';
 import { UnresolvedWriteError } from './unresolved-write.js';
+import { DatabaseConfig } from '../database/database.config.js';
+import { TasksConfig } from './tasks.config.js';
 
 /** The bus channel every task change goes out on (ids and status only; receivers re-read). */
 export const TASK_CHANNEL = 'mcp_task_changed';
@@ -485,7 +486,8 @@ export class TasksRepository {
   constructor(
     private readonly dataSource: DataSource,
     private readonly bus: PgBusService,
-    private readonly config: AppConfig,
+    private readonly config: TasksConfig,
+    database: DatabaseConfig,
   ) {
     const maxGroup = config.TASK_COMMIT_GROUP_MAX;
     // Creation groups queue behind the creation lock anyway: one in flight, the next one filling up.
@@ -500,7 +502,7 @@ export class TasksRepository {
       maxGroup,
       // Outcomes take no shared lock: several groups at once keep a finished run's wait short (a read of
       // the task waits for it), leaving half the pool to everything else.
-      maxInFlight: Math.max(1, Math.floor(config.DB_POOL_MAX / 2)),
+      maxInFlight: Math.max(1, Math.floor(database.DB_POOL_MAX / 2)),
       runGroup: (entries) => this.finishGroup(entries),
       runOne: (o) => this.finishAlone(o.fence, o.to, o.fields, o.payload),
       onGroup: (size, fellBack) => this.groupListeners.forEach((l) => l('finish', size, fellBack)),

@@ -1,6 +1,5 @@
 import { Injectable, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import { PgBusService } from '../bus/pg-bus.service.js';
-import { AppConfig } from '../config/app-config.js';
 import { InstancesService } from '../instances/instances.service.js';
 import { linkActiveSpanToTask } from '../telemetry/task-spans.js';
 import { captureTraceContext } from '../telemetry/trace-context.js';
@@ -19,6 +18,8 @@ import {
   type TaskChangeHook,
   type VersionedTask,
 } from './tasks.repository.js';
+import { QuotasConfig } from '../quotas/quotas.config.js';
+import { TasksConfig } from './tasks.config.js';
 
 export interface CreateTaskInput {
   /** The principal id (Principal.id) that will own the task. */
@@ -125,7 +126,8 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     private readonly runner: TaskRunnerService,
     private readonly bus: PgBusService,
     private readonly instances: InstancesService,
-    private readonly config: AppConfig,
+    private readonly config: TasksConfig,
+    private readonly quotasConfig: QuotasConfig,
     private readonly metrics: TaskMetrics,
   ) {
     this.finished = new FinishedTaskCache(config.FINISHED_TASK_CACHE_MAX, config.FINISHED_TASK_CACHE_BYTES);
@@ -193,7 +195,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
       {
         maxPerOwner: this.config.TASK_MAX_PER_OWNER,
         maxTotal: this.config.TASK_MAX_TOTAL,
-        maxRetainedPerOwner: this.config.QUOTA_RETAINED_TASKS_PER_OWNER,
+        maxRetainedPerOwner: this.quotasConfig.QUOTA_RETAINED_TASKS_PER_OWNER,
       },
     );
     this.metrics.taskCreated(task.toolName, input.mode ?? 'immediate');

@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { ToolTestHarness } from '../testing/index.js';
 import { AppModule } from '../app.module.js';
-import { loadConfig } from '../config/load-config.js';
+import { loadConfig } from '../app.config.js';
 import { BenchToolsModule } from './bench/bench-tools.module.js';
 import { ConformanceModule } from './conformance/conformance.module.js';
 import { TextToolsModule } from './example/text-tools.module.js';
