@@ -4,7 +4,7 @@ import { AppModule } from '../app.module.js';
 import { loadConfig } from '../app.config.js';
 import { BenchToolsModule } from './bench/bench-tools.module.js';
 import { ConformanceModule } from './conformance/conformance.module.js';
-import { TextToolsModule } from './example/text-tools.module.js';
+import { TextToolsModule } from './examples/text-tools/text-tools.module.js';
 import { EXAMPLE_TOOL_MODULES, TOOL_MODULES, toolModules } from './tool-modules.js';
 
 describe('tool modules', () => {

@@ -2,7 +2,7 @@ import type { DynamicModule, Type } from '@nestjs/common';
 import type { LoadedConfig } from '../config/loaded-config.js';
 import { BenchToolsModule } from './bench/bench-tools.module.js';
 import { ConformanceModule } from './conformance/conformance.module.js';
-import { TextToolsModule } from './example/text-tools.module.js';
+import { TextToolsModule } from './examples/text-tools/text-tools.module.js';
 import { ApprovalFlowModule } from './examples/approval-flow/approval-flow.module.js';
 import { CustomerLookupModule } from './examples/customer-lookup/customer-lookup.module.js';
 import { ReportJobModule } from './examples/report-job/report-job.module.js';

@@ -15,7 +15,7 @@ import { ServerConfig } from '../../config/server.config.js';
 export class ExamplesConfig {
   @Env(
     'register the example tool modules of `src/tools/examples` (`generate_report`, `approve_refund`, ' +
-      '`lookup_customer`)',
+      '`lookup_customer`); the reference text tools beside them are always served',
     { default: '`true`; `false` when `NODE_ENV=production`' },
   )
   @BoolEnv()
