@@ -11,7 +11,7 @@
 import { NestFactory } from '@nestjs/core';
 import { randomBytes } from 'node:crypto';
 import { AppModule } from '../dist/src/app.module.js';
-import { loadConfig } from '../dist/src/config/load-config.js';
+import { loadConfig } from '../dist/src/app.config.js';
 import { TasksService } from '../dist/src/tasks/tasks.service.js';
 import { admin, summary } from './bench-support.mjs';
 

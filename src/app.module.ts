@@ -3,7 +3,7 @@ import { APP_FILTER } from '@nestjs/core';
 import { ScheduleModule } from '@nestjs/schedule';
 import { BusModule } from './bus/bus.module.js';
 import { AllExceptionsFilter } from './common/all-exceptions.filter.js';
-import type { AppConfig } from './config/app-config.js';
+import type { LoadedConfig } from './config/loaded-config.js';
 import { ConfigModule } from './config/config.module.js';
 import { DatabaseModule } from './database/database.module.js';
 import { GatewayModule } from './gateway/gateway.module.js';
@@ -33,7 +33,7 @@ export interface AppModuleOptions {
 /** Composition root. The validated config comes in from main.ts (or a test) with DATABASE_URL resolved. */
 @Module({})
 export class AppModule {
-  static forRoot(config: AppConfig, options: AppModuleOptions = {}): DynamicModule {
+  static forRoot(config: LoadedConfig, options: AppModuleOptions = {}): DynamicModule {
     return {
       module: AppModule,
       imports: [

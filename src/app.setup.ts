@@ -2,7 +2,8 @@ import type { INestApplication } from '@nestjs/common';
 import { Logger } from '@nestjs/common';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { randomUUID } from 'node:crypto';
-import { AppConfig } from './config/app-config.js';
+import { ServerConfig } from './config/server.config.js';
+import { ProtocolConfig } from './protocol/protocol.config.js';
 import { LifecycleService } from './lifecycle/lifecycle.service.js';
 import { requestContext } from './logging/request-context.js';
 import { MetricsService } from './metrics/metrics.service.js';
@@ -62,7 +63,8 @@ function closeWhenDraining(lifecycle: LifecycleService, req: Request, res: Respo
  * The app must be created with `bodyParser: false`.
  */
 export function configureApp(app: INestApplication): void {
-  const config = app.get(AppConfig);
+  const config = app.get(ServerConfig);
+  const protocolConfig = app.get(ProtocolConfig);
   const lifecycle = app.get(LifecycleService);
   const metrics = app.get(MetricsService);
   const quotas = app.get(QuotaService);
@@ -131,9 +133,9 @@ export function configureApp(app: INestApplication): void {
   });
 
   const shapeLimits = {
-    maxDepth: config.JSON_MAX_DEPTH,
-    maxObjectKeys: config.JSON_MAX_OBJECT_KEYS,
-    maxNodes: config.JSON_MAX_NODES,
+    maxDepth: protocolConfig.JSON_MAX_DEPTH,
+    maxObjectKeys: protocolConfig.JSON_MAX_OBJECT_KEYS,
+    maxNodes: protocolConfig.JSON_MAX_NODES,
   };
   const json = express.json({
     limit: config.bodyLimitBytes,

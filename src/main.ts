@@ -1,6 +1,10 @@
 import 'reflect-metadata';
 import type { Server } from 'node:http';
-import { ConfigValidationError, loadConfig } from './config/load-config.js';
+import { ConfigValidationError, loadConfig } from './app.config.js';
+import { ServerConfig } from './config/server.config.js';
+import { DatabaseConfig } from './database/database.config.js';
+import { LoggingConfig } from './logging/logging.config.js';
+import { TelemetryConfig } from './telemetry/telemetry.config.js';
 import type { EmbeddedPostgresHandle } from './database/embedded-postgres.js';
 import { startTracing } from './telemetry/tracing-sdk.js';
 import { errorMessage } from './common/error-message.js';
@@ -18,7 +22,10 @@ async function bootstrap(): Promise<void> {
   }
   // Tracing first: the auto-instrumentations patch Nest's HTTP stack and pg as they load, so everything
   // that imports them is loaded below, after the SDK started.
-  const tracing = await startTracing(config);
+  const server = config.get(ServerConfig);
+  const database = config.get(DatabaseConfig);
+  const telemetry = config.get(TelemetryConfig);
+  const tracing = await startTracing(telemetry);
   const [
     { NestFactory },
     { AppModule },
@@ -36,8 +43,8 @@ async function bootstrap(): Promise<void> {
     import('./lifecycle/graceful-shutdown.js'),
     import('./logging/app-logger.js'),
   ]);
-  const logger = new AppLogger({ json: config.isProduction, level: config.LOG_LEVEL });
-  if (tracing.enabled) logger.log(`tracing on (exporter: ${config.OTEL_TRACES_EXPORTER})`, 'Bootstrap');
+  const logger = new AppLogger({ json: server.isProduction, level: config.get(LoggingConfig).LOG_LEVEL });
+  if (tracing.enabled) logger.log(`tracing on (exporter: ${telemetry.OTEL_TRACES_EXPORTER})`, 'Bootstrap');
   // A promise nobody awaited must not take every session and task of this instance down with it.
   process.on('unhandledRejection', (reason: unknown) => {
     logger.error(
@@ -48,8 +55,8 @@ async function bootstrap(): Promise<void> {
   });
 
   let embedded: EmbeddedPostgresHandle | undefined;
-  if (!config.DATABASE_URL) {
-    if (config.isProduction) {
+  if (!database.DATABASE_URL) {
+    if (server.isProduction) {
       logger.fatal(
         'NODE_ENV=production needs DATABASE_URL; the embedded PostgreSQL is for development only',
         'Bootstrap',
@@ -57,27 +64,27 @@ async function bootstrap(): Promise<void> {
       process.exit(1);
     }
     embedded = await startEmbeddedPostgres({
-      dataDir: config.DATA_DIR,
-      createOsUser: config.EMBEDDED_PG_CREATE_USER,
+      dataDir: database.DATA_DIR,
+      createOsUser: database.EMBEDDED_PG_CREATE_USER,
       log: (m) => logger.log(m, 'EmbeddedPostgres'),
     });
-    config.DATABASE_URL = embedded.url;
+    database.DATABASE_URL = embedded.url;
     logger.log(`database: embedded PostgreSQL (${embedded.dataDir})`, 'Bootstrap');
   } else {
-    logger.log(`database: ${redactDatabaseUrl(config.DATABASE_URL)}`, 'Bootstrap');
+    logger.log(`database: ${redactDatabaseUrl(database.DATABASE_URL)}`, 'Bootstrap');
   }
 
   try {
     const app = await NestFactory.create(AppModule.forRoot(config), { bodyParser: false, logger });
     configureApp(app);
-    await app.listen(config.PORT, config.HOST);
+    await app.listen(server.PORT, server.HOST);
     installGracefulShutdown(app, logger, async () => {
       await tracing.shutdown().catch(() => undefined);
       await embedded?.stop();
     });
     const address = (app.getHttpServer() as Server).address();
-    const port = typeof address === 'object' && address ? address.port : config.PORT;
-    logger.log(`listening on http://${config.HOST}:${port}`, 'Bootstrap');
+    const port = typeof address === 'object' && address ? address.port : server.PORT;
+    logger.log(`listening on http://${server.HOST}:${port}`, 'Bootstrap');
   } catch (err) {
     logger.fatal(`startup failed: ${errorMessage(err)}`, 'Bootstrap');
     await embedded?.stop().catch(() => undefined);

@@ -1,17 +1,18 @@
 import 'reflect-metadata';
 import { DataSource } from 'typeorm';
-import { loadConfig } from './config/load-config.js';
 import { runMigrationsLocked } from './database/migrations-runner.js';
 import { buildDataSourceOptions } from './database/typeorm-options.js';
 import { errorMessage } from './common/error-message.js';
 import { SCHEMA } from './schema.js';
+import { loadConfig } from './app.config.js';
+import { DatabaseConfig } from './database/database.config.js';
 
 /**
  * CI gate: apply every migration to DATABASE_URL, then ask TypeORM what it would still change to match the
  * entities. Any pending statement means an entity changed without a migration; print it and fail.
  */
 async function main(): Promise<void> {
-  const config = loadConfig(process.env, { serving: false });
+  const config = loadConfig(process.env, { serving: false }).get(DatabaseConfig);
   if (!config.DATABASE_URL) throw new Error('schema drift check needs DATABASE_URL');
   const ds = new DataSource(
     buildDataSourceOptions({ url: config.DATABASE_URL, applicationName: 'mcp-schema-drift', schema: SCHEMA }),

@@ -1,6 +1,7 @@
 import type { INestApplication } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
-import { loadConfig } from '../config/load-config.js';
+import { loadConfig } from '../app.config.js';
+import { BusConfig } from './bus.config.js';
 import { createTestApp } from '../../test/support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
 import { PgBusService } from './pg-bus.service.js';
@@ -69,7 +70,7 @@ describe('PgBusService with DATABASE_LISTEN_URL', () => {
   });
 
   it('is validated like DATABASE_URL and optional', () => {
-    expect(loadConfig({}).DATABASE_LISTEN_URL).toBeUndefined();
+    expect(loadConfig({}).get(BusConfig).DATABASE_LISTEN_URL).toBeUndefined();
     expect(() => loadConfig({ DATABASE_LISTEN_URL: 'mysql://db/x' })).toThrow(
       /DATABASE_LISTEN_URL must be a postgres/,
     );

@@ -4,11 +4,12 @@ import pg from 'pg';
 import { Counter, Gauge } from 'prom-client';
 import { DataSource } from 'typeorm';
 import type { SqlTx } from '../database/sql-transaction.js';
-import { AppConfig } from '../config/app-config.js';
 import { HealthService } from '../health/health.service.js';
 import { InstancesService } from '../instances/instances.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { errorMessage } from '../common/error-message.js';
+import { DatabaseConfig } from '../database/database.config.js';
+import { BusConfig } from './bus.config.js';
 
 export type BusHandler = (
   payload: Record<string, unknown>,
@@ -72,7 +73,8 @@ export class PgBusService implements OnModuleInit, OnApplicationShutdown {
   private readonly published: Counter<'channel'>;
 
   constructor(
-    private readonly config: AppConfig,
+    private readonly config: BusConfig,
+    private readonly databaseConfig: DatabaseConfig,
     private readonly dataSource: DataSource,
     private readonly instances: InstancesService,
     metrics: MetricsService,
@@ -231,7 +233,7 @@ export class PgBusService implements OnModuleInit, OnApplicationShutdown {
    * only tears the half-made connection down (the caller, boot or the reconnect loop, decides what next).
    */
   private async establish(): Promise<void> {
-    const url = this.config.DATABASE_LISTEN_URL ?? this.config.DATABASE_URL;
+    const url = this.config.DATABASE_LISTEN_URL ?? this.databaseConfig.DATABASE_URL;
     if (!url) throw new Error('DATABASE_URL is not resolved');
     // Setting up takes more round trips than a heartbeat (and happens when the server may be busy recovering).
     const timeoutMs = Math.max(SETUP_TIMEOUT_FLOOR_MS, this.config.BUS_HEARTBEAT_TIMEOUT_MS);

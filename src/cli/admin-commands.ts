@@ -1,3 +1,4 @@
+import { InstancesConfig } from '../instances/instances.config.js';
 import { TASK_STATUSES, type TaskStatus } from '../tasks/task-state.js';
 import type { Task } from '../tasks/task.entity.js';
 import { TaskError, TaskErrorCode } from '../tasks/tasks.errors.js';
@@ -221,7 +222,7 @@ export async function runInstancesCommand(args: string[], s: CliServices, io: Cl
   positional(parsed, []);
   const rows = await s.instancesAdmin.list(boolFlag(parsed, 'all'));
   // The janitor treats an instance as gone after three missed heartbeats; so does this view.
-  const silentAfterMs = 3 * s.config.INSTANCE_HEARTBEAT_MS;
+  const silentAfterMs = 3 * s.config.get(InstancesConfig).INSTANCE_HEARTBEAT_MS;
   const now = Date.now();
   const view = rows.map((r) => ({
     id: r.id,

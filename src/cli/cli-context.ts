@@ -1,7 +1,13 @@
 import { SchedulerRegistry } from '@nestjs/schedule';
 import type { DataSource } from 'typeorm';
 import { PgBusService } from '../bus/pg-bus.service.js';
-import type { AppConfig } from '../config/app-config.js';
+import type { LoadedConfig } from '../config/loaded-config.js';
+import { BusConfig } from '../bus/bus.config.js';
+import { DatabaseConfig } from '../database/database.config.js';
+import { HealthConfig } from '../health/health.config.js';
+import { InstancesConfig } from '../instances/instances.config.js';
+import { JanitorConfig } from '../janitor/janitor.config.js';
+import { TasksConfig } from '../tasks/tasks.config.js';
 import { HealthService } from '../health/health.service.js';
 import { InstancesAdminRepository } from '../instances/instances-admin.repository.js';
 import { InstancesRepository } from '../instances/instances.repository.js';
@@ -31,7 +37,7 @@ import { TASK_COUNTED_ELSEWHERE_CHANNEL } from '../tasks/tasks.service.js';
 
 /** The server's own repositories and services, as the admin commands use them. */
 export interface CliServices {
-  config: AppConfig;
+  config: LoadedConfig;
   tasks: TasksRepository;
   tasksAdmin: TasksAdminRepository;
   sessions: SessionsRepository;
@@ -59,18 +65,22 @@ export interface CliServices {
  * connection, schedule the janitor, fail "orphaned" tasks). Constructed without those hooks, the same
  * classes give the CLI exactly the server's transactions, row locks, advisory locks and NOTIFYs.
  */
-export function buildCliServices(ds: DataSource, config: AppConfig): CliServices {
+export function buildCliServices(ds: DataSource, config: LoadedConfig): CliServices {
+  const busConfig = config.get(BusConfig);
+  const databaseConfig = config.get(DatabaseConfig);
+  const tasksConfig = config.get(TasksConfig);
+  const instancesConfig = config.get(InstancesConfig);
   const metrics = new MetricsService(); // a throw-away registry: the CLI exposes no /metrics
   const scheduler = new SchedulerRegistry();
   const instances = new InstancesService(
     new InstancesRepository(ds.getRepository(ServiceInstance)),
     scheduler,
-    config,
+    instancesConfig,
   );
-  const health = new HealthService(ds, new LifecycleService(), config, metrics);
+  const health = new HealthService(ds, new LifecycleService(), config.get(HealthConfig), metrics);
   // Publishing needs no LISTEN connection: it is a pg_notify inside the caller's transaction.
-  const bus = new PgBusService(config, ds, instances, metrics, health);
-  const transactions = new TaskTransactions(ds, config);
+  const bus = new PgBusService(busConfig, databaseConfig, ds, instances, metrics, health);
+  const transactions = new TaskTransactions(ds, tasksConfig);
   const publisher = new TaskChangePublisher(bus);
   const writer = new TaskRowWriter(transactions, publisher);
   const tasks = new TasksRepository(ds, transactions, writer, publisher);
@@ -79,10 +89,11 @@ export function buildCliServices(ds: DataSource, config: AppConfig): CliServices
   const taskMetrics = new TaskMetrics(
     metrics,
     tasksAdmin,
-    new TaskCreationRepository(ds, config, transactions, publisher),
+    new TaskCreationRepository(ds, tasksConfig, transactions, publisher),
     new TaskOutcomesRepository(
       ds,
-      config,
+      tasksConfig,
+      databaseConfig,
       transactions,
       publisher,
       new TaskWorkerRepository(transactions, writer, publisher),
@@ -96,13 +107,13 @@ export function buildCliServices(ds: DataSource, config: AppConfig): CliServices
     sessions,
     endSession: async (id) => {
       await sessions.end(id);
-      const url = config.DATABASE_LISTEN_URL ?? config.DATABASE_URL;
+      const url = busConfig.DATABASE_LISTEN_URL ?? databaseConfig.DATABASE_URL;
       if (!url) return;
       await announceSessionEnd(
         url,
         id,
         await instances.otherLiveInstanceIds(),
-        config.BUS_HEARTBEAT_TIMEOUT_MS,
+        busConfig.BUS_HEARTBEAT_TIMEOUT_MS,
       );
     },
     sessionsAdmin: new SessionsAdminRepository(ds),
@@ -121,7 +132,9 @@ export function buildCliServices(ds: DataSource, config: AppConfig): CliServices
     instancesAdmin: new InstancesAdminRepository(ds),
     janitor: new JanitorService(
       new JanitorRepository(ds, transactions, writer),
-      config,
+      config.get(JanitorConfig),
+      tasksConfig,
+      instancesConfig,
       instances,
       taskMetrics,
       scheduler,

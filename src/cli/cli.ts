@@ -1,6 +1,8 @@
 import 'reflect-metadata';
 import { DataSource } from 'typeorm';
-import { ConfigValidationError, loadConfig } from '../config/load-config.js';
+import { ConfigValidationError, loadConfig } from '../app.config.js';
+import { BusConfig } from '../bus/bus.config.js';
+import { DatabaseConfig } from '../database/database.config.js';
 import { buildDataSourceOptions } from '../database/typeorm-options.js';
 import { ApiKeyInputError } from '../principals/api-keys.service.js';
 import {
@@ -85,8 +87,9 @@ export async function runCli(
   }
   // Migrations hold a session advisory lock and one transaction: past a transaction-mode pooler neither
   // holds, so they take the direct URL the LISTEN connection uses when there is one.
+  const { DATABASE_URL } = config.get(DatabaseConfig);
   const url =
-    argv[0] === 'migrations' ? (config.DATABASE_LISTEN_URL ?? config.DATABASE_URL) : config.DATABASE_URL;
+    argv[0] === 'migrations' ? (config.get(BusConfig).DATABASE_LISTEN_URL ?? DATABASE_URL) : DATABASE_URL;
   if (!url) {
     io.err('The CLI needs DATABASE_URL (postgres://user@host:port/db): the database the server uses.');
     return ExitCode.FAILED;

@@ -1,7 +1,7 @@
 import { type DynamicModule, Injectable, Logger, Module, type OnModuleInit } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { AppConfig } from '../config/app-config.js';
+import { DatabaseConfig } from './database.config.js';
 import { runMigrationsLocked } from './migrations-runner.js';
 import { PoolMetrics } from './pool-metrics.js';
 import { initStatementMode, poolOf } from './statement-mode.js';
@@ -14,7 +14,7 @@ export class MigrationsOnBoot implements OnModuleInit {
 
   constructor(
     private readonly dataSource: DataSource,
-    private readonly config: AppConfig,
+    private readonly config: DatabaseConfig,
   ) {}
 
   async onModuleInit(): Promise<void> {
@@ -41,7 +41,7 @@ export class StatementModeOnBoot implements OnModuleInit {
 
   constructor(
     private readonly dataSource: DataSource,
-    private readonly config: AppConfig,
+    private readonly config: DatabaseConfig,
   ) {}
 
   async onModuleInit(): Promise<void> {
@@ -62,8 +62,8 @@ export class DatabaseModule {
       module: DatabaseModule,
       imports: [
         TypeOrmModule.forRootAsync({
-          inject: [AppConfig],
-          useFactory: (config: AppConfig) => {
+          inject: [DatabaseConfig],
+          useFactory: (config: DatabaseConfig) => {
             if (!config.DATABASE_URL) throw new Error('DATABASE_URL was not resolved before the app started');
             return {
               ...buildDataSourceOptions({ url: config.DATABASE_URL, poolMax: config.DB_POOL_MAX, schema }),

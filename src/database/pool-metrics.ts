@@ -1,8 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { Gauge } from 'prom-client';
 import { DataSource } from 'typeorm';
-import { AppConfig } from '../config/app-config.js';
 import { MetricsService } from '../metrics/metrics.service.js';
+import { DatabaseConfig } from './database.config.js';
 
 /** The counters pg.Pool keeps (pg's own public fields). */
 interface PoolCounts {
@@ -18,7 +18,7 @@ interface PoolCounts {
  */
 @Injectable()
 export class PoolMetrics {
-  constructor(dataSource: DataSource, config: AppConfig, metrics: MetricsService) {
+  constructor(dataSource: DataSource, config: DatabaseConfig, metrics: MetricsService) {
     const registers = [metrics.registry];
     const pool = (): PoolCounts | undefined => {
       const p = (dataSource.driver as unknown as { master?: Partial<PoolCounts> }).master;

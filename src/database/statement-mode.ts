@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { DataSource } from 'typeorm';
-import type { StatementModeSetting } from '../config/app-config.js';
+import type { StatementModeSetting } from './database.config.js';
 import type { PreparedStatement } from './prepared-query.js';
 
 /**

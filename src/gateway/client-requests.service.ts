@@ -1,7 +1,6 @@
 import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
 import { PgBusService } from '../bus/pg-bus.service.js';
-import { AppConfig } from '../config/app-config.js';
 import { JSONRPC, type JsonRpcResponse } from '../protocol/json-rpc.js';
 import { ProtocolError } from '../protocol/protocol.errors.js';
 import { jsonBytes, QuotaService } from '../quotas/quota.service.js';
@@ -11,6 +10,8 @@ import { RetryBackoff } from './retry-backoff.js';
 import { StreamHub } from './stream-hub.service.js';
 import { captureTraceContext } from '../telemetry/trace-context.js';
 import { errorMessage } from '../common/error-message.js';
+import { QuotasConfig } from '../quotas/quotas.config.js';
+import { SessionsConfig } from '../sessions/sessions.config.js';
 
 const CHANNEL = 'mcp_client_response';
 
@@ -46,7 +47,8 @@ export class ClientRequestsService implements OnModuleInit {
     private readonly hub: StreamHub,
     private readonly bus: PgBusService,
     private readonly parked: ClientResponsesRepository,
-    private readonly config: AppConfig,
+    private readonly config: SessionsConfig,
+    private readonly quotasConfig: QuotasConfig,
     private readonly quotas: QuotaService,
   ) {}
 
@@ -141,7 +143,7 @@ export class ClientRequestsService implements OnModuleInit {
     }
     const payload = response as unknown as Record<string, unknown>;
     const bytes = jsonBytes(payload);
-    const limit = this.config.QUOTA_CLIENT_RESPONSE_BYTES_PER_SESSION;
+    const limit = this.quotasConfig.QUOTA_CLIENT_RESPONSE_BYTES_PER_SESSION;
     const verdict = await this.parked.park(
       sessionId,
       response.id,

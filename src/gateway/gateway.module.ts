@@ -1,7 +1,7 @@
 import { Global, Module } from '@nestjs/common';
 import { ProtocolModule } from '../protocol/protocol.module.js';
 import { SessionsModule } from '../sessions/sessions.module.js';
-import { SessionStream } from '../tasks/protocol/session-stream.port.js';
+import { SessionStream } from '../protocol/session-stream.port.js';
 import { TelemetryModule } from '../telemetry/telemetry.module.js';
 import { McpNotifier } from '../tool-dispatch/mcp-notifier.js';
 import { ToolDispatchModule } from '../tool-dispatch/tool-dispatch.module.js';

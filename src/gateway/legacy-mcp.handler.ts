@@ -1,6 +1,5 @@
 import { Injectable } from '@nestjs/common';
 import type { Request, Response } from 'express';
-import { AppConfig } from '../config/app-config.js';
 import { mapError } from '../protocol/error-mapping.js';
 import {
   errorResponse,
@@ -33,6 +32,7 @@ import { LegacyChannel } from './response-channel.js';
 import { SseWriter } from './sse-writer.js';
 import { formatEventId, parseEventId, STANDALONE_STREAM, StreamHub } from './stream-hub.service.js';
 import { progressTokenOf } from '../common/progress-token.js';
+import { GatewayConfig } from './gateway.config.js';
 
 type Params = Record<string, unknown>;
 
@@ -63,7 +63,7 @@ export class LegacyMcpHandler {
     private readonly clientRequests: ClientRequestsService,
     private readonly inFlight: InFlightService,
     private readonly responder: McpResponder,
-    private readonly config: AppConfig,
+    private readonly config: GatewayConfig,
     private readonly quotas: QuotaService,
   ) {}
 

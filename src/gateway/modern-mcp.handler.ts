@@ -1,6 +1,5 @@
 import { Injectable } from '@nestjs/common';
 import type { Request, Response } from 'express';
-import { AppConfig } from '../config/app-config.js';
 import { JSONRPC, type JsonRpcRequest } from '../protocol/json-rpc.js';
 import { decodeHeaderValue, nameFieldFor } from '../protocol/mcp-headers.js';
 import { CACHEABLE_METHODS, SERVER_INFO } from '../protocol/mcp-methods.service.js';
@@ -21,6 +20,8 @@ import { SseStreams } from './sse-streams.service.js';
 import { SseWriter } from './sse-writer.js';
 import { isJsonObject } from '../common/json.js';
 import { progressTokenOf } from '../common/progress-token.js';
+import { ProtocolConfig } from '../protocol/protocol.config.js';
+import { GatewayConfig } from './gateway.config.js';
 
 type Params = Record<string, unknown>;
 
@@ -41,9 +42,10 @@ export class ModernMcpHandler {
     private readonly registry: ToolRegistry,
     private readonly lifecycle: LifecycleService,
     private readonly streams: SseStreams,
-    private readonly config: AppConfig,
+    private readonly config: GatewayConfig,
+    private readonly protocolConfig: ProtocolConfig,
   ) {
-    this.stateCodec = new RequestStateCodec(config.MRTR_STATE_SECRET);
+    this.stateCodec = new RequestStateCodec(protocolConfig.MRTR_STATE_SECRET);
   }
 
   /** The -32602 / -32022 / -32020 ladder, before anything runs. Returns the validated envelope. */
@@ -305,7 +307,7 @@ export class ModernMcpHandler {
       principalId: principal.id,
       method,
       paramsDigest: paramsDigest(params),
-      expiresAt: Date.now() + this.config.MRTR_STATE_TTL_MS,
+      expiresAt: Date.now() + this.protocolConfig.MRTR_STATE_TTL_MS,
       answers,
     });
     return { resultType: 'input_required', inputRequests: signal.requests, requestState };
@@ -314,7 +316,7 @@ export class ModernMcpHandler {
   private decorate(method: string, result: Record<string, unknown>): Record<string, unknown> {
     const out: Record<string, unknown> = { resultType: 'complete', ...result };
     if (CACHEABLE_METHODS.has(method) || method === 'server/discover') {
-      out.ttlMs ??= this.config.LIST_CACHE_TTL_MS;
+      out.ttlMs ??= this.protocolConfig.LIST_CACHE_TTL_MS;
       out.cacheScope ??= 'private';
     }
     const meta = isJsonObject(out._meta) ? out._meta : {};

@@ -1,5 +1,5 @@
-import { AppConfig } from '../config/app-config.js';
-
+import type { ServerConfig } from '../config/server.config.js';
+import type { GatewayConfig } from './gateway.config.js';
 const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
 
 function hostnameOf(hostHeader: string): string {
@@ -19,8 +19,8 @@ export class OriginPolicy {
   private readonly hosts: Set<string>;
   private readonly origins: Set<string>;
 
-  constructor(config: AppConfig) {
-    this.loopbackOnly = LOOPBACK_HOSTS.has(config.HOST.toLowerCase());
+  constructor(config: GatewayConfig, server: ServerConfig) {
+    this.loopbackOnly = LOOPBACK_HOSTS.has(server.HOST.toLowerCase());
     this.hosts = new Set(config.MCP_ALLOWED_HOSTS.map((h) => h.toLowerCase()));
     this.origins = new Set(config.MCP_ALLOWED_ORIGINS.map((o) => o.toLowerCase().replace(/\/$/, '')));
   }

@@ -1,8 +1,9 @@
 import { HttpException, Injectable, type CanActivate, type ExecutionContext } from '@nestjs/common';
 import type { Request } from 'express';
-import { AppConfig } from '../config/app-config.js';
 import { errorResponse, JSONRPC } from '../protocol/json-rpc.js';
 import { OriginPolicy } from './origin-policy.js';
+import { ServerConfig } from '../config/server.config.js';
+import { GatewayConfig } from './gateway.config.js';
 
 /**
  * The DNS-rebinding check as the first guard of /mcp, ahead of McpAuthGuard: a page on a foreign origin
@@ -12,8 +13,8 @@ import { OriginPolicy } from './origin-policy.js';
 export class OriginGuard implements CanActivate {
   private readonly policy: OriginPolicy;
 
-  constructor(config: AppConfig) {
-    this.policy = new OriginPolicy(config);
+  constructor(config: GatewayConfig, server: ServerConfig) {
+    this.policy = new OriginPolicy(config, server);
   }
 
   canActivate(context: ExecutionContext): boolean {

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { SqlTx } from '../database/sql-transaction.js';
-import { SessionStream } from '../tasks/protocol/session-stream.port.js';
+import { SessionStream } from '../protocol/session-stream.port.js';
 import { ClientRequestsService } from './client-requests.service.js';
 import { STANDALONE_STREAM, StreamHub } from './stream-hub.service.js';
 

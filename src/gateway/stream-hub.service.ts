@@ -1,13 +1,13 @@
 import { Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import type { SqlTx } from '../database/sql-transaction.js';
 import { PgBusService } from '../bus/pg-bus.service.js';
-import { AppConfig } from '../config/app-config.js';
 import { LifecycleService } from '../lifecycle/lifecycle.service.js';
 import { SseEventsRepository } from '../sessions/sse-events.repository.js';
 import { RetryBackoff } from './retry-backoff.js';
 import type { SseWriter } from './sse-writer.js';
 import { SseStreams } from './sse-streams.service.js';
 import { errorMessage } from '../common/error-message.js';
+import { GatewayConfig } from './gateway.config.js';
 
 const CHANNEL = 'mcp_stream';
 export const STANDALONE_STREAM = 'g';
@@ -58,7 +58,7 @@ export class StreamHub implements OnModuleInit, OnApplicationShutdown {
   constructor(
     private readonly events: SseEventsRepository,
     private readonly bus: PgBusService,
-    private readonly config: AppConfig,
+    private readonly config: GatewayConfig,
     private readonly lifecycle: LifecycleService,
     private readonly streams: SseStreams,
   ) {}

@@ -1,12 +1,12 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { Counter, Gauge } from 'prom-client';
 import { DataSource } from 'typeorm';
-import { AppConfig } from '../config/app-config.js';
 import { LifecycleService } from '../lifecycle/lifecycle.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { msSinceRetryableFault } from '../common/internal-fault.js';
 import { probeFailureReason } from './probe-failure.js';
 import { errorMessage } from '../common/error-message.js';
+import { HealthConfig } from './health.config.js';
 
 export type CheckResult = { status: 'up' } | { status: 'down'; reason: string };
 export type ReadinessCheck = () => Promise<CheckResult>;
@@ -71,7 +71,7 @@ export class HealthService {
   constructor(
     private readonly dataSource: DataSource,
     private readonly lifecycle: LifecycleService,
-    private readonly config: AppConfig,
+    private readonly config: HealthConfig,
     metrics: MetricsService,
   ) {
     // Readiness as the probes see it: the flapping alert counts changes, the dashboard shows the state.

@@ -2,10 +2,10 @@ import { Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShut
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { AppConfig } from '../config/app-config.js';
 import { BUILD_VERSION } from '../common/build-info.js';
 import { InstancesRepository } from './instances.repository.js';
 import { errorMessage } from '../common/error-message.js';
+import { InstancesConfig } from './instances.config.js';
 
 const HEARTBEAT_JOB = 'instance-heartbeat';
 
@@ -20,7 +20,7 @@ export class InstancesService implements OnApplicationBootstrap, OnApplicationSh
   constructor(
     private readonly repo: InstancesRepository,
     private readonly scheduler: SchedulerRegistry,
-    private readonly config: AppConfig,
+    private readonly config: InstancesConfig,
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {

@@ -2,7 +2,6 @@ import { errorMessage } from '../common/error-message.js';
 import { Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { Counter, Gauge, Histogram } from 'prom-client';
-import { AppConfig } from '../config/app-config.js';
 import { InstancesService } from '../instances/instances.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { context, SpanStatusCode, trace } from '@opentelemetry/api';
@@ -11,6 +10,9 @@ import { tracer } from '../telemetry/tracer.js';
 import { TaskMetrics } from '../tasks/task-metrics.service.js';
 import { JanitorRepository, type JanitorStep } from './janitor.repository.js';
 import type { SweptTask } from '../tasks/task-row-writer.js';
+import { InstancesConfig } from '../instances/instances.config.js';
+import { TasksConfig } from '../tasks/tasks.config.js';
+import { JanitorConfig } from './janitor.config.js';
 
 const JOB = 'task-janitor';
 /** Startup recovery: at most this many batches (the periodic run picks up anything left). */
@@ -56,7 +58,9 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
 
   constructor(
     private readonly repo: JanitorRepository,
-    private readonly config: AppConfig,
+    private readonly config: JanitorConfig,
+    private readonly tasksConfig: TasksConfig,
+    private readonly instancesConfig: InstancesConfig,
     private readonly instances: InstancesService,
     private readonly taskMetrics: TaskMetrics,
     private readonly scheduler: SchedulerRegistry,
@@ -90,7 +94,7 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
     for (const result of ['ok', 'skipped', 'error']) this.runs.inc({ result }, 0);
     for (const action of ['expire', 'lease_lapsed', 'instance_gone', 'delete'])
       this.rowsTotal.inc({ action }, 0);
-    const { repo: tasks, config: settings, logger } = this;
+    const { repo: tasks, tasksConfig: settings, logger } = this;
     new Gauge({
       name: 'mcp_janitor_lag_seconds',
       help: 'Age of the oldest task row the janitor should have swept, by step (expire, delete); 0 when none. Read from the database at scrape, so the same on every instance.',
@@ -188,11 +192,11 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
     const rows: Record<JanitorStep, number> = { expire: 0, lease_lapsed: 0, instance_gone: 0, delete: 0 };
     const opts = {
       batchSize: this.config.JANITOR_BATCH_SIZE,
-      graceMs: this.config.TASK_EXPIRED_GRACE_MS,
+      graceMs: this.tasksConfig.TASK_EXPIRED_GRACE_MS,
       selfInstanceId: this.instances.instanceId,
       staleInstanceMs: this.staleInstanceMs(),
     };
-    const inOutageGrace = this.instances.msSinceDbError() < this.config.TASK_LEASE_MS;
+    const inOutageGrace = this.instances.msSinceDbError() < this.tasksConfig.TASK_LEASE_MS;
     try {
       for (const step of ['expire', 'lease_lapsed', 'instance_gone', 'delete'] as const) {
         if (inOutageGrace && (step === 'lease_lapsed' || step === 'instance_gone')) {
@@ -252,6 +256,6 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
   }
 
   private staleInstanceMs(): number {
-    return STALE_HEARTBEATS * this.config.INSTANCE_HEARTBEAT_MS;
+    return STALE_HEARTBEATS * this.instancesConfig.INSTANCE_HEARTBEAT_MS;
   }
 }

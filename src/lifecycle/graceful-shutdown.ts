@@ -1,7 +1,7 @@
 import type { INestApplication, LoggerService } from '@nestjs/common';
 import type { Server } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AppConfig } from '../config/app-config.js';
+import { LifecycleConfig } from './lifecycle.config.js';
 import { LifecycleService } from './lifecycle.service.js';
 import { errorMessage } from '../common/error-message.js';
 
@@ -21,7 +21,7 @@ export function installGracefulShutdown(
   afterClose: () => Promise<void>,
 ): void {
   const lifecycle = app.get(LifecycleService);
-  const { SHUTDOWN_GRACE_MS, SHUTDOWN_DRAIN_DELAY_MS } = app.get(AppConfig);
+  const { SHUTDOWN_GRACE_MS, SHUTDOWN_DRAIN_DELAY_MS } = app.get(LifecycleConfig);
   const server = app.getHttpServer() as Server;
   let started = false;
 

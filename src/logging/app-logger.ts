@@ -1,7 +1,7 @@
 import type { LoggerService } from '@nestjs/common';
 import { context, trace } from '@opentelemetry/api';
 import { pino, type Logger as Pino } from 'pino';
-import { LOG_LEVELS, type LogLevelName } from '../config/app-config.js';
+import { LOG_LEVELS, type LogLevelName } from './logging.config.js';
 import { redactSecrets, REDACTED_KEYS } from './redact.js';
 import { requestContext } from './request-context.js';
 

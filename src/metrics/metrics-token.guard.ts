@@ -1,12 +1,12 @@
 import { HttpException, Injectable, type CanActivate, type ExecutionContext } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { constantTimeEqual } from '../common/constant-time.js';
-import { AppConfig } from '../config/app-config.js';
+import { MetricsConfig } from './metrics.config.js';
 
 /** When METRICS_TOKEN is set, /metrics needs `Authorization: Bearer <METRICS_TOKEN>`. */
 @Injectable()
 export class MetricsTokenGuard implements CanActivate {
-  constructor(private readonly config: AppConfig) {}
+  constructor(private readonly config: MetricsConfig) {}
 
   canActivate(context: ExecutionContext): boolean {
     const expected = this.config.METRICS_TOKEN;

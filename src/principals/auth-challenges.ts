@@ -1,8 +1,8 @@
 import { HttpException, Injectable } from '@nestjs/common';
 import type { Request, Response } from 'express';
-import { AppConfig } from '../config/app-config.js';
 import type { Principal } from './principal.js';
 import { AuthFailure, AuthFailureReason } from './principals.errors.js';
+import { PrincipalsConfig } from './principals.config.js';
 
 /** Parameters of an RFC 6750 `WWW-Authenticate: Bearer` challenge (RFC 9728 adds resource_metadata). */
 export interface BearerChallenge {
@@ -71,7 +71,7 @@ export class AuthChallengeException extends HttpException {
  */
 @Injectable()
 export class AuthChallenges {
-  constructor(private readonly config: AppConfig) {}
+  constructor(private readonly config: PrincipalsConfig) {}
 
   /** MCP_RESOURCE_URL, or (development without it) the /mcp URL the request came in on. */
   resourceUrl(req: Request): string {

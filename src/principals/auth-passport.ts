@@ -1,12 +1,12 @@
 import { Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import passport from 'passport';
-import { AppConfig, type AuthProviderName } from '../config/app-config.js';
 import type { Principal } from './principal.js';
 import { AuthFailure, AuthFailureReason } from './principals.errors.js';
 import { ApiKeyStrategy } from './strategies/api-key.strategy.js';
 import { OidcStrategy } from './strategies/oidc.strategy.js';
 import { ProxyStrategy } from './strategies/proxy.strategy.js';
+import { PrincipalsConfig, type AuthProviderName } from './principals.config.js';
 
 /**
  * The order strategies are tried in, whatever the order of AUTH_PROVIDERS: the proxy only acts on its
@@ -27,7 +27,7 @@ export class AuthPassport implements OnApplicationBootstrap {
   private readonly authenticator = new passport.Passport();
   readonly active: AuthProviderName[];
 
-  constructor(config: AppConfig, oidc: OidcStrategy, proxy: ProxyStrategy, apikey: ApiKeyStrategy) {
+  constructor(config: PrincipalsConfig, oidc: OidcStrategy, proxy: ProxyStrategy, apikey: ApiKeyStrategy) {
     const strategies = { oidc, proxy, apikey };
     this.active = ORDER.filter((name) => config.hasAuthProvider(name));
     for (const name of this.active) this.authenticator.use(name, strategies[name]);

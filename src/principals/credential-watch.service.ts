@@ -1,8 +1,8 @@
 import { Injectable, Logger } from '@nestjs/common';
-import { AppConfig } from '../config/app-config.js';
 import { ApiKeysRepository } from './api-keys.repository.js';
 import type { Principal } from './principal.js';
 import { errorMessage } from '../common/error-message.js';
+import { GatewayConfig } from '../gateway/gateway.config.js';
 
 const MAX_REMEMBERED_KEYS = 10_000;
 
@@ -19,7 +19,7 @@ export class CredentialWatch {
 
   constructor(
     private readonly apiKeys: ApiKeysRepository,
-    private readonly config: AppConfig,
+    private readonly config: GatewayConfig,
   ) {}
 
   async stillValid(principal: Principal): Promise<boolean> {

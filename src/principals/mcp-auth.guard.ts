@@ -6,7 +6,6 @@ import {
   type ExecutionContext,
 } from '@nestjs/common';
 import type { Request, Response } from 'express';
-import { AppConfig } from '../config/app-config.js';
 import { AuthChallenges, requiredScopesMissing } from './auth-challenges.js';
 import { setRequestPrincipal } from '../logging/request-context.js';
 import { AuthMetrics } from './auth-metrics.js';
@@ -14,6 +13,7 @@ import { AuthPassport } from './auth-passport.js';
 import { CredentialWatch } from './credential-watch.service.js';
 import { ANONYMOUS_PRINCIPAL, type RequestWithPrincipal } from './principal.js';
 import { AuthProviderUnavailable } from './principals.errors.js';
+import { PrincipalsConfig } from './principals.config.js';
 
 /**
  * Put on the /mcp controller (`@UseGuards(McpAuthGuard)`). Authenticates the request with the active
@@ -26,7 +26,7 @@ export class McpAuthGuard implements CanActivate {
   private readonly logger = new Logger(McpAuthGuard.name);
 
   constructor(
-    private readonly config: AppConfig,
+    private readonly config: PrincipalsConfig,
     private readonly passport: AuthPassport,
     private readonly challenges: AuthChallenges,
     private readonly metrics: AuthMetrics,

@@ -1,7 +1,7 @@
 import { Controller, Get, Header, Req } from '@nestjs/common';
 import type { Request } from 'express';
-import { AppConfig } from '../config/app-config.js';
 import { AuthChallenges } from './auth-challenges.js';
+import { PrincipalsConfig } from './principals.config.js';
 
 /** RFC 9728 protected resource metadata (the subset MCP clients read). */
 export interface ProtectedResourceMetadata {
@@ -19,7 +19,7 @@ export interface ProtectedResourceMetadata {
 @Controller('.well-known/oauth-protected-resource')
 export class ProtectedResourceController {
   constructor(
-    private readonly config: AppConfig,
+    private readonly config: PrincipalsConfig,
     private readonly challenges: AuthChallenges,
   ) {}
 

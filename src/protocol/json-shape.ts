@@ -1,6 +1,6 @@
 import { JSONRPC, type JsonRpcId } from './json-rpc.js';
 
-/** The shape every incoming JSON body must keep (AppConfig JSON_MAX_DEPTH, JSON_MAX_OBJECT_KEYS, JSON_MAX_NODES). */
+/** The shape every incoming JSON body must keep (ProtocolConfig JSON_MAX_DEPTH, JSON_MAX_OBJECT_KEYS, JSON_MAX_NODES). */
 export interface JsonShapeLimits {
   maxDepth: number;
   maxObjectKeys: number;

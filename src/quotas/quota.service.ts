@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { Counter } from 'prom-client';
-import { AppConfig } from '../config/app-config.js';
+import { QuotasConfig } from './quotas.config.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { QuotaErrorCode, QuotaExceededError, type QuotaName } from './quota.errors.js';
 import { TokenBuckets } from './token-bucket.js';
@@ -27,7 +27,7 @@ const LEASE_SETTING = {
   streams: 'QUOTA_STREAMS_PER_PRINCIPAL',
   in_flight: 'QUOTA_IN_FLIGHT_PER_PRINCIPAL',
   result_waiters: 'QUOTA_RESULT_WAITERS_PER_PRINCIPAL',
-} as const satisfies Record<Lease, keyof AppConfig>;
+} as const satisfies Record<Lease, keyof QuotasConfig>;
 const LEASE_WHAT: Record<Lease, string> = {
   streams: 'open SSE streams',
   in_flight: 'requests in flight',
@@ -69,7 +69,7 @@ export class QuotaService {
   private readonly held = new Map<string, number>();
 
   constructor(
-    private readonly config: AppConfig,
+    private readonly config: QuotasConfig,
     metrics: MetricsService,
   ) {
     this.rejections = new Counter({

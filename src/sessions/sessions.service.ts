@@ -1,7 +1,6 @@
 import { Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { PgBusService } from '../bus/pg-bus.service.js';
-import { AppConfig } from '../config/app-config.js';
 import { InstancesService } from '../instances/instances.service.js';
 import type { Principal } from '../principals/principal.js';
 import { QuotaService } from '../quotas/quota.service.js';
@@ -11,6 +10,9 @@ import { SessionError, SessionErrorCode } from './sessions.errors.js';
 import { SessionsRepository } from './sessions.repository.js';
 import { SseEventsRepository } from './sse-events.repository.js';
 import { errorMessage } from '../common/error-message.js';
+import { BusConfig } from '../bus/bus.config.js';
+import { QuotasConfig } from '../quotas/quotas.config.js';
+import { SessionsConfig } from './sessions.config.js';
 
 const TOUCH_INTERVAL_MS = 5000;
 const SWEEP_INTERVAL_MS = 60000;
@@ -45,7 +47,9 @@ export class SessionsService implements OnApplicationBootstrap, OnApplicationShu
     private readonly sessions: SessionsRepository,
     private readonly events: SseEventsRepository,
     private readonly responses: ClientResponsesRepository,
-    private readonly config: AppConfig,
+    private readonly config: SessionsConfig,
+    private readonly quotasConfig: QuotasConfig,
+    private readonly busConfig: BusConfig,
     private readonly quotas: QuotaService,
     private readonly bus: PgBusService,
     private readonly instances: InstancesService,
@@ -89,7 +93,7 @@ export class SessionsService implements OnApplicationBootstrap, OnApplicationShu
     clientCapabilities: Record<string, unknown>,
     clientInfo: Record<string, unknown> | null,
   ): Promise<McpSession> {
-    const max = this.config.QUOTA_SESSIONS_PER_PRINCIPAL;
+    const max = this.quotasConfig.QUOTA_SESSIONS_PER_PRINCIPAL;
     const session = await this.sessions.createWithin(
       {
         id: SessionsService.newId(),
@@ -164,7 +168,7 @@ export class SessionsService implements OnApplicationBootstrap, OnApplicationShu
     const change = await this.sessions.addSubscription(
       session.id,
       uri,
-      this.config.QUOTA_SUBSCRIPTIONS_PER_SESSION,
+      this.quotasConfig.QUOTA_SUBSCRIPTIONS_PER_SESSION,
     );
     if (change.outcome === 'gone')
       throw new SessionError(SessionErrorCode.SESSION_NOT_FOUND, 'Session not found');
@@ -252,7 +256,7 @@ export class SessionsService implements OnApplicationBootstrap, OnApplicationShu
       timer = setTimeout(() => {
         this.logger.warn(`session ${id} ended; ${others.size} instance(s) did not acknowledge in time`);
         resolve();
-      }, this.config.BUS_HEARTBEAT_TIMEOUT_MS);
+      }, this.busConfig.BUS_HEARTBEAT_TIMEOUT_MS);
     });
     try {
       await this.bus.publish(SESSION_CHANNEL, { s: id, a: nonce });

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { AppConfig } from '../config/app-config.js';
+import { TasksConfig } from './tasks.config.js';
 import { AdvisoryLockKey } from '../database/advisory-locks.js';
 import { runPrepared, type PreparedStatement } from '../database/prepared-query.js';
 import { inTransaction } from '../database/sql-transaction.js';
@@ -90,7 +90,7 @@ export class TaskCreationRepository {
 
   constructor(
     private readonly dataSource: DataSource,
-    private readonly config: AppConfig,
+    private readonly config: TasksConfig,
     private readonly transactions: TaskTransactions,
     private readonly publisher: TaskChangePublisher,
   ) {

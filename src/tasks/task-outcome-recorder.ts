@@ -3,7 +3,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import { SpanStatusCode, type Span } from '@opentelemetry/api';
 import { correlationId, internalErrorText, isInfrastructureFault } from '../common/internal-fault.js';
 import { unstorableText, UnstorableValueError } from '../common/storable-text.js';
-import { AppConfig } from '../config/app-config.js';
+import { TasksConfig } from './tasks.config.js';
 import { TaskMetrics } from './task-metrics.service.js';
 import { TaskOutcomesRepository } from './task-outcomes.repository.js';
 import { sleep, type RunningTask } from './task-run.js';
@@ -82,7 +82,7 @@ export class TaskOutcomeRecorder {
   constructor(
     private readonly repo: TaskWorkerRepository,
     private readonly outcomes: TaskOutcomesRepository,
-    private readonly config: AppConfig,
+    private readonly config: TasksConfig,
     private readonly metrics: TaskMetrics,
   ) {}
 

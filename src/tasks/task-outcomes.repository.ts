@@ -2,7 +2,8 @@ import { Injectable } from '@nestjs/common';
 import { isDeepStrictEqual } from 'node:util';
 import { DataSource } from 'typeorm';
 import { hasNul, jsonHasNul, unstorableText, UnstorableValueError } from '../common/storable-text.js';
-import { AppConfig } from '../config/app-config.js';
+import { DatabaseConfig } from '../database/database.config.js';
+import { TasksConfig } from './tasks.config.js';
 import type { PreparedStatement } from '../database/prepared-query.js';
 import { inTransaction } from '../database/sql-transaction.js';
 import { CommitGroupQueue, ON_ITS_OWN, type CommitGroupListener } from './commit-group.js';
@@ -135,7 +136,8 @@ export class TaskOutcomesRepository {
 
   constructor(
     private readonly dataSource: DataSource,
-    private readonly config: AppConfig,
+    private readonly config: TasksConfig,
+    database: DatabaseConfig,
     private readonly transactions: TaskTransactions,
     private readonly publisher: TaskChangePublisher,
     private readonly worker: TaskWorkerRepository,
@@ -145,7 +147,7 @@ export class TaskOutcomesRepository {
       maxGroup,
       // Outcomes take no shared lock: several groups at once keep a finished run's wait short (a read of
       // the task waits for it), leaving half the pool to everything else.
-      maxInFlight: Math.max(1, Math.floor(config.DB_POOL_MAX / 2)),
+      maxInFlight: Math.max(1, Math.floor(database.DB_POOL_MAX / 2)),
       runGroup: (entries) => this.finishGroup(entries),
       runOne: (o) => this.finishAlone(o.fence, o.to, o.fields, o.payload),
       onGroup: (size, fellBack) => this.groupListeners.forEach((l) => l('finish', size, fellBack)),

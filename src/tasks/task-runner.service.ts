@@ -7,7 +7,6 @@ import {
   type OnModuleInit,
 } from '@nestjs/common';
 import { PgBusService } from '../bus/pg-bus.service.js';
-import { AppConfig } from '../config/app-config.js';
 import { InstancesService } from '../instances/instances.service.js';
 import { LifecycleService } from '../lifecycle/lifecycle.service.js';
 import { context, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
@@ -24,6 +23,8 @@ import { TaskOutcomeRecorder } from './task-outcome-recorder.js';
 import { TaskOutcomesRepository } from './task-outcomes.repository.js';
 import { sleep, type RunningTask, type WrittenOutcome } from './task-run.js';
 import { TaskWorkerRepository, type WorkerFence } from './task-worker.repository.js';
+import { LifecycleConfig } from '../lifecycle/lifecycle.config.js';
+import { TasksConfig } from './tasks.config.js';
 
 /**
  * Runs task work in the background on this instance. Each run gets an AbortController; the outcome is
@@ -53,7 +54,8 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     private readonly recorder: TaskOutcomeRecorder,
     private readonly bus: PgBusService,
     private readonly instances: InstancesService,
-    private readonly config: AppConfig,
+    private readonly config: TasksConfig,
+    private readonly lifecycleConfig: LifecycleConfig,
     private readonly metrics: TaskMetrics,
     private readonly lifecycle: LifecycleService,
     private readonly work: TaskWork,
@@ -165,7 +167,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
 
   async beforeApplicationShutdown(): Promise<void> {
     clearInterval(this.leaseTimer);
-    const graceEnd = (this.drainStartedAt ?? performance.now()) + this.config.SHUTDOWN_GRACE_MS;
+    const graceEnd = (this.drainStartedAt ?? performance.now()) + this.lifecycleConfig.SHUTDOWN_GRACE_MS;
     const wait = this.drainStartedAt === undefined ? 0 : Math.max(0, graceEnd - performance.now());
     if (this.running.size > 0 && wait > 0) {
       await Promise.race([Promise.allSettled([...this.running.values()].map((r) => r.done)), sleep(wait)]);

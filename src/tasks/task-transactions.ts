@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { AppConfig } from '../config/app-config.js';
+import { TasksConfig } from './tasks.config.js';
 import { runPrepared, type PreparedStatement } from '../database/prepared-query.js';
 import { CommitOutcomeUnknownError, inTransaction, type SqlTx } from '../database/sql-transaction.js';
 import type { Row } from './task-sql.js';
@@ -38,7 +38,7 @@ export class TaskTransactions {
 
   constructor(
     private readonly dataSource: DataSource,
-    private readonly config: AppConfig,
+    private readonly config: TasksConfig,
   ) {}
 
   /** Records the id of the transaction `m` (pg_current_xact_id, as its row write returned it). */

@@ -21,9 +21,9 @@ import { TaskError } from './tasks.errors.js';
 const TASK_REPOSITORY_CORE = [TaskTransactions, TaskChangePublisher, TaskRowWriter];
 
 /**
- * The task registry. Exports the domain API (TasksService, including `decide` for the execution decision),
- * the runner (to plug in the TaskWorkExecutor and adopt escalated work) and the repository core for the janitor.
- * The pure decision function itself is `decideExecution` in execution-decision.ts.
+ * The task registry core. Exports the domain API (TasksService), the runner (which receives its TaskWork by
+ * injection, and adopts escalated work) and the repository core for the janitor. How a tools/call runs (the
+ * execution decision) belongs to the tasks protocol (`tasks/protocol/`), which builds on this module.
  */
 @Module({
   // The tool registry: the task metrics create every tool's series at 0 at boot.

@@ -1,10 +1,8 @@
 import { Injectable, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import { PgBusService } from '../bus/pg-bus.service.js';
-import { AppConfig } from '../config/app-config.js';
 import { InstancesService } from '../instances/instances.service.js';
 import { linkActiveSpanToTask } from '../telemetry/task-spans.js';
 import { captureTraceContext } from '../telemetry/trace-context.js';
-import { decideExecution, type CallSignals, type ExecutionDecision } from './protocol/execution-decision.js';
 import { decodeCursor, encodeCursor, isWellFormedTaskId, newTaskId } from './task-ids.js';
 import { FinishedTaskCache } from './finished-task-cache.js';
 import { isTerminal } from './task-state.js';
@@ -16,6 +14,8 @@ import { TASK_CHANNEL, type TaskChangeHook } from './task-change-publisher.js';
 import type { ProgressUpdate } from '../tool-dispatch/tool-context.js';
 import { TaskCreationRepository } from './task-creation.repository.js';
 import { TasksRepository, type MergeResult, type VersionedTask } from './tasks.repository.js';
+import { QuotasConfig } from '../quotas/quotas.config.js';
+import { TasksConfig } from './tasks.config.js';
 
 export interface CreateTaskInput {
   /** The principal id (Principal.id) that will own the task. */
@@ -123,7 +123,8 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     private readonly runner: TaskRunnerService,
     private readonly bus: PgBusService,
     private readonly instances: InstancesService,
-    private readonly config: AppConfig,
+    private readonly config: TasksConfig,
+    private readonly quotasConfig: QuotasConfig,
     private readonly metrics: TaskMetrics,
   ) {
     this.finished = new FinishedTaskCache(config.FINISHED_TASK_CACHE_MAX, config.FINISHED_TASK_CACHE_BYTES);
@@ -147,11 +148,6 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     this.offBus?.();
     this.offResync?.();
     this.offCounted?.();
-  }
-
-  /** How a tools/call runs (see execution-decision.ts), with the configured inline window. */
-  decide(call: CallSignals, toolName: string): ExecutionDecision {
-    return decideExecution(call, toolName, { inlineWindowMs: this.config.TASK_INLINE_WINDOW_MS });
   }
 
   /** The ttl a request is granted: its own clamped to TASK_MAX_TTL_MS, else TASK_DEFAULT_TTL_MS. */
@@ -191,7 +187,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
       {
         maxPerOwner: this.config.TASK_MAX_PER_OWNER,
         maxTotal: this.config.TASK_MAX_TOTAL,
-        maxRetainedPerOwner: this.config.QUOTA_RETAINED_TASKS_PER_OWNER,
+        maxRetainedPerOwner: this.quotasConfig.QUOTA_RETAINED_TASKS_PER_OWNER,
       },
     );
     this.metrics.taskCreated(task.toolName, input.mode ?? 'immediate');

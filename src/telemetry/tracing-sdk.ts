@@ -1,4 +1,4 @@
-import type { AppConfig } from '../config/app-config.js';
+import type { TelemetryConfig } from './telemetry.config.js';
 
 export interface TracingHandle {
   readonly enabled: boolean;
@@ -12,7 +12,7 @@ const OFF: TracingHandle = { enabled: false, shutdown: async () => undefined };
 const UNTRACED_PATHS = /^\/(metrics|health)(\/|$|\?)/i; // any case, as the router matches them
 
 /**
- * Starts the OpenTelemetry SDK when tracing is on (AppConfig.tracingEnabled), and does nothing otherwise:
+ * Starts the OpenTelemetry SDK when tracing is on (TelemetryConfig.tracingEnabled), and does nothing otherwise:
  * no SDK module is even loaded, so tracing off costs nothing beyond the API's no-op spans.
  *
  * Must run before Nest, Express or pg are imported (main.ts imports them afterwards, dynamically): the
@@ -23,7 +23,7 @@ const UNTRACED_PATHS = /^\/(metrics|health)(\/|$|\?)/i; // any case, as the rout
  * Exporter, endpoint, headers, sampler, resource and batching come from the standard OTEL_* variables, read
  * by the SDK. Metrics stay on /metrics (Prometheus), so no OTel metric reader or log exporter is set up.
  */
-export async function startTracing(config: AppConfig): Promise<TracingHandle> {
+export async function startTracing(config: TelemetryConfig): Promise<TracingHandle> {
   if (!config.tracingEnabled) return OFF;
   const { register } = await import('node:module');
   register('@opentelemetry/instrumentation/hook.mjs', import.meta.url);

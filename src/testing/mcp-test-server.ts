@@ -5,7 +5,7 @@ import { Client, type ClientOptions } from '@modelcontextprotocol/sdk/client/ind
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { AppModule } from '../app.module.js';
 import { configureApp } from '../app.setup.js';
-import { loadConfig } from '../config/load-config.js';
+import { loadConfig } from '../app.config.js';
 import { ModernMcpClient, type ModernClientOptions } from './modern-mcp-client.js';
 import { createTestDatabase, type TestDatabase } from './test-database.js';
 import { startTestPostgres, type TestPostgres } from './test-postgres.js';

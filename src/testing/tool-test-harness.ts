@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { Global, Module, type DynamicModule, type INestApplicationContext, type Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { ConfigModule } from '../config/config.module.js';
-import { loadConfig } from '../config/load-config.js';
+import { loadConfig } from '../app.config.js';
 import type { Principal } from '../principals/principal.js';
 import {
   McpControlSignal,
@@ -38,7 +38,7 @@ export class RecordingNotifier extends McpNotifier {
 }
 
 export interface ToolHarnessOptions {
-  /** Environment for the validated AppConfig the modules may inject (defaults for everything unset). */
+  /** Environment for the validated config classes the modules may inject (defaults for everything unset). */
   env?: Record<string, string>;
 }
 

@@ -1,10 +1,10 @@
 import 'reflect-metadata';
 import { ToolTestHarness } from '../testing/index.js';
 import { AppModule } from '../app.module.js';
-import { loadConfig } from '../config/load-config.js';
+import { loadConfig } from '../app.config.js';
 import { BenchToolsModule } from './bench/bench-tools.module.js';
 import { ConformanceModule } from './conformance/conformance.module.js';
-import { TextToolsModule } from './example/text-tools.module.js';
+import { TextToolsModule } from './examples/text-tools/text-tools.module.js';
 import { EXAMPLE_TOOL_MODULES, TOOL_MODULES, toolModules } from './tool-modules.js';
 
 describe('tool modules', () => {

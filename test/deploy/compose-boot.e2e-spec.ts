@@ -3,7 +3,9 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { loadConfig } from '../../src/config/load-config.js';
+import { loadConfig } from '../../src/app.config.js';
+import { ServerConfig } from '../../src/config/server.config.js';
+import { ExamplesConfig } from '../../src/tools/examples/examples.config.js';
 import { modernCall, responseOf } from '../support/mcp-http.js';
 import { REPO_ROOT, stopServer } from '../support/server-process.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
@@ -57,8 +59,8 @@ describe('docker compose: the services boot with the environment compose gives t
     const envs = ['mcp', 'mcp1', 'mcp2', 'mcp3'].map((s) => composeServiceEnv(s, { projectDir: project }));
     for (const env of envs) {
       const config = loadConfig(env);
-      expect(config.isProduction).toBe(true);
-      expect(config.EXAMPLE_TOOLS).toBe(false);
+      expect(config.get(ServerConfig).isProduction).toBe(true);
+      expect(config.get(ExamplesConfig).EXAMPLE_TOOLS).toBe(false);
     }
     // One MRTR secret for the instances behind the balancer, from .env (never a default in the compose file).
     expect(new Set(envs.map((e) => e.MRTR_STATE_SECRET)).size).toBe(1);

@@ -1,7 +1,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import { AppConfig, CONFIG_KEYS } from '../../src/config/app-config.js';
+import { configKeys } from '../../src/app.config.js';
+import { GatewayConfig } from '../../src/gateway/gateway.config.js';
+import { LifecycleConfig } from '../../src/lifecycle/lifecycle.config.js';
 import { DEPLOY_DIR } from '../support/deploy-files.js';
 import { REPO_ROOT } from '../support/server-process.js';
 
@@ -35,7 +37,8 @@ describe('docker-compose.yml', () => {
   };
   const services = compose.services;
   const scaleInstances = ['mcp1', 'mcp2', 'mcp3'];
-  const defaults = new AppConfig();
+  const defaults = { ...new LifecycleConfig(), ...new GatewayConfig() };
+  const CONFIG_KEYS = configKeys();
 
   it('keeps the default stack (postgres + one instance) and puts the scale-out stack behind a profile', () => {
     expect(Object.keys(services).filter((n) => !services[n].profiles)).toEqual(['postgres', 'mcp']);

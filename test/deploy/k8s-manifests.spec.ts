@@ -3,8 +3,12 @@ import { PATH_METADATA } from '@nestjs/common/constants.js';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
-import { AppConfig, CONFIG_KEYS } from '../../src/config/app-config.js';
-import { loadConfig } from '../../src/config/load-config.js';
+import { configKeys, loadConfig } from '../../src/app.config.js';
+import { ServerConfig } from '../../src/config/server.config.js';
+import { DatabaseConfig } from '../../src/database/database.config.js';
+import { HealthConfig } from '../../src/health/health.config.js';
+import { LifecycleConfig } from '../../src/lifecycle/lifecycle.config.js';
+import { ExamplesConfig } from '../../src/tools/examples/examples.config.js';
 import { HealthController } from '../../src/health/health.controller.js';
 import { DEPLOY_DIR } from '../support/deploy-files.js';
 import { REPO_ROOT } from '../support/server-process.js';
@@ -51,7 +55,17 @@ describe('deploy/k8s manifests', () => {
   // The environment a pod really gets (the image's ENV, the ConfigMap, the example Secret's keys as the
   // Deployment refers to them), validated by the app's own config loader with every production refusal.
   const podEnv = k8sContainerEnv(container, [configMap, exampleSecret]);
-  const config: AppConfig = loadConfig(podEnv);
+  const loaded = loadConfig(podEnv);
+  const config = {
+    ...loaded.get(DatabaseConfig),
+    ...loaded.get(HealthConfig),
+    ...loaded.get(LifecycleConfig),
+    ...loaded.get(ExamplesConfig),
+    PORT: loaded.get(ServerConfig).PORT,
+    HOST: loaded.get(ServerConfig).HOST,
+    isProduction: loaded.get(ServerConfig).isProduction,
+  };
+  const CONFIG_KEYS = configKeys();
 
   it('holds a Deployment, Service, PodDisruptionBudget and HorizontalPodAutoscaler that parse', () => {
     expect(docs.map((d) => d.kind).sort()).toEqual(
@@ -105,7 +119,7 @@ describe('deploy/k8s manifests', () => {
     // The CLI prefers DATABASE_LISTEN_URL (direct to the primary) for migrations.
     expect(jobEnv.DATABASE_LISTEN_URL).toBe(exampleSecret.stringData['database-listen-url']);
     expect(jobEnv.DATABASE_LISTEN_URL).not.toMatch(/pgbouncer|:6432\//);
-    expect(loadConfig(jobEnv, { serving: false }).isProduction).toBe(true);
+    expect(loadConfig(jobEnv, { serving: false }).get(ServerConfig).isProduction).toBe(true);
     expect(job.spec.template.spec.restartPolicy).toBe('Never');
     expect(job.spec.template.spec.securityContext).toEqual(pod.securityContext);
   });

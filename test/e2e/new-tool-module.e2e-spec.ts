@@ -129,7 +129,7 @@ describe('npm run new:tool-module', () => {
       join(work, 'src/tools/billing-ops/billing-ops.e2e-spec.ts'),
       `import { McpTestServer } from '../../testing/index.js';
 import { toolModules } from '../tool-modules.js';
-import { loadConfig } from '../../config/load-config.js';
+import { loadConfig } from '../../app.config.js';
 
 it('answers through the SDK client on the real server', async () => {
   const server = await McpTestServer.start({ modules: toolModules(loadConfig({})) });

@@ -37,7 +37,7 @@ const seed =
 const numRuns = Number(process.env.FUZZ_WIDE_DEEP_RUNS ?? 150);
 const MAX_LOOP_DELAY_MS = 100;
 const ANSWER_TIMEOUT_MS = 10_000;
-/** The defaults (AppConfig): the generators aim at both sides of each. */
+/** The defaults (ProtocolConfig): the generators aim at both sides of each. */
 const MAX_DEPTH = 64;
 const MAX_KEYS = 1000;
 const MAX_NODES = 100_000;

@@ -9,8 +9,8 @@ import {
 import { NestFactory } from '@nestjs/core';
 import { AppModule } from '../../src/app.module.js';
 import { configureApp } from '../../src/app.setup.js';
-import { loadConfig } from '../../src/config/load-config.js';
 import type { TaskWork } from '../../src/tasks/task-work.js';
+import { loadConfig } from '../../src/app.config.js';
 
 @Module({})
 class TestRootModule {}

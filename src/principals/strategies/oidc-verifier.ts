@@ -1,9 +1,9 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { createRemoteJWKSet, errors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
-import { AppConfig } from '../../config/app-config.js';
 import { AuthFailure, AuthFailureReason, AuthProviderUnavailable } from '../principals.errors.js';
 import { isIdentityString } from '../identity-claims.js';
 import { errorMessage } from '../../common/error-message.js';
+import { PrincipalsConfig } from '../principals.config.js';
 
 const FETCH_TIMEOUT_MS = 5000;
 
@@ -44,7 +44,7 @@ export class OidcVerifier {
   private discovery?: Promise<URL>;
   private discoveryFailedAt = 0;
 
-  constructor(private readonly config: AppConfig) {}
+  constructor(private readonly config: PrincipalsConfig) {}
 
   async verify(token: string): Promise<JWTPayload & { sub: string }> {
     const keys = await this.keys();

@@ -1,7 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { Request } from 'express';
 import type { JWTPayload } from 'jose';
-import { AppConfig } from '../../config/app-config.js';
 import { looksLikeApiKey } from '../api-keys.service.js';
 import type { Principal } from '../principal.js';
 import { groupNames } from '../identity-claims.js';
@@ -9,6 +8,7 @@ import { AuthFailure, AuthFailureReason } from '../principals.errors.js';
 import { PrincipalsService } from '../principals.service.js';
 import { OidcVerifier } from './oidc-verifier.js';
 import { AuthStrategy, bearerToken } from './request-strategy.js';
+import { PrincipalsConfig } from '../principals.config.js';
 
 function stringClaim(payload: JWTPayload, ...names: string[]): string | undefined {
   for (const name of names) {
@@ -35,7 +35,7 @@ export class OidcStrategy extends AuthStrategy('oidc') {
   constructor(
     private readonly verifier: OidcVerifier,
     private readonly principals: PrincipalsService,
-    private readonly config: AppConfig,
+    private readonly config: PrincipalsConfig,
   ) {
     super();
   }

@@ -1,12 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import type { Request } from 'express';
 import { constantTimeEqual } from '../../common/constant-time.js';
-import { AppConfig } from '../../config/app-config.js';
 import type { Principal } from '../principal.js';
 import { isIdentityString } from '../identity-claims.js';
 import { AuthFailure, AuthFailureReason } from '../principals.errors.js';
 import { PrincipalsService } from '../principals.service.js';
 import { AuthStrategy, headerValue } from './request-strategy.js';
+import { PrincipalsConfig } from '../principals.config.js';
 
 /** The header in which the SSO proxy proves it is the proxy. */
 export const PROXY_SECRET_HEADER = 'x-auth-proxy-secret';
@@ -26,7 +26,7 @@ function headerCount(req: Request, name: string): number {
 export class ProxyStrategy extends AuthStrategy('proxy') {
   constructor(
     private readonly principals: PrincipalsService,
-    private readonly config: AppConfig,
+    private readonly config: PrincipalsConfig,
   ) {
     super();
   }

@@ -1,7 +1,7 @@
 import { Injectable, type OnModuleInit } from '@nestjs/common';
 import { inTaskSpan } from '../../telemetry/task-spans.js';
 import { TasksService } from '../tasks.service.js';
-import { SessionStream } from './session-stream.port.js';
+import { SessionStream } from '../../protocol/session-stream.port.js';
 import { legacyTask } from './task-wire.js';
 
 /**

@@ -22,7 +22,7 @@ import {
   type SampleParams,
   type SampleResult,
 } from '../../tool-dispatch/tool-context.js';
-import { SessionStream } from './session-stream.port.js';
+import { SessionStream } from '../../protocol/session-stream.port.js';
 import type { Params } from './task-params.js';
 
 /** Wire keys are `r<round>.<local key>`; the handler knows only its local keys. */

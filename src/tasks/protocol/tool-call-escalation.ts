@@ -15,6 +15,8 @@ import { TasksService } from '../tasks.service.js';
 import { TaskRunnerService } from '../task-runner.service.js';
 import { extensionDeclared, REQUIRED_EXTENSION, type Params } from './task-params.js';
 import { TaskToolRunner } from './task-tool-runner.service.js';
+import { decideExecution, type CallSignals, type ExecutionDecision } from './execution-decision.js';
+import { TasksConfig } from '../tasks.config.js';
 import { legacyTask, modernCreateTaskResult } from './task-wire.js';
 
 /**
@@ -31,7 +33,13 @@ export class ToolCallEscalation implements OnModuleInit {
     private readonly mcp: McpMethodsService,
     private readonly methods: MethodRegistry,
     private readonly quotas: QuotaService,
+    private readonly config: TasksConfig,
   ) {}
+
+  /** How a tools/call runs (see execution-decision.ts), with the configured inline window. */
+  private decide(call: CallSignals, toolName: string): ExecutionDecision {
+    return decideExecution(call, toolName, { inlineWindowMs: this.config.TASK_INLINE_WINDOW_MS });
+  }
 
   onModuleInit(): void {
     this.methods.register('tools/call', (p, ctx) => this.legacyToolsCall(p, ctx), { eras: ['legacy'] });
@@ -58,7 +66,7 @@ export class ToolCallEscalation implements OnModuleInit {
     if (!tool) return this.mcp.callTool(p, ctx);
     if (p.task !== undefined && !isJsonObject(p.task))
       throw ProtocolError.invalidParams('params.task must be an object');
-    const decision = this.tasks.decide(
+    const decision = this.decide(
       { era: 'legacy', taskSupport: tool.taskSupport, taskRequested: p.task !== undefined },
       tool.name,
     );
@@ -109,7 +117,7 @@ export class ToolCallEscalation implements OnModuleInit {
     const tool = ctx.tool?.descriptor;
     // A legacy `task` param is unknown in this era: ignored, never an opt-in.
     if (!tool) return this.mcp.callTool(p, ctx);
-    const decision = this.tasks.decide(
+    const decision = this.decide(
       {
         era: 'modern',
         taskSupport: tool.taskSupport,

@@ -1,10 +1,10 @@
 import { Injectable } from '@nestjs/common';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AppConfig } from '../../../config/app-config.js';
 import { McpTool, type ElicitResult, type ToolContext } from '../../../tool-dispatch/index.js';
 import { RefundOutcome } from './refund-outcome.output.js';
 import { RefundLedger } from './refund-ledger.service.js';
 import { RefundRequestInput } from './refund-request.input.js';
+import { ExamplesConfig } from '../examples.config.js';
 
 /** At or above this amount a second, explicit confirmation is asked for. */
 export const LARGE_REFUND_CENTS = 50_000;
@@ -21,7 +21,7 @@ export const LARGE_REFUND_CENTS = 50_000;
 export class ApprovalFlowService {
   constructor(
     private readonly ledger: RefundLedger,
-    private readonly config: AppConfig,
+    private readonly config: ExamplesConfig,
   ) {}
 
   @McpTool({

@@ -1,6 +1,6 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AppConfig } from '../../../config/app-config.js';
+import { ExamplesConfig } from '../examples.config.js';
 
 /** A failure the model can read: the message says what went wrong and never contains the secret. */
 export class CustomerDirectoryError extends Error {
@@ -21,7 +21,7 @@ type Attempt = { kind: 'answer'; status: number; body: string } | { kind: 'failu
 export class CustomerDirectoryClient {
   private readonly logger = new Logger(CustomerDirectoryClient.name);
 
-  constructor(private readonly config: AppConfig) {}
+  constructor(private readonly config: ExamplesConfig) {}
 
   async getCustomer(
     customerId: string,

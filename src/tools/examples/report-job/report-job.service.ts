@@ -1,9 +1,9 @@
 import { Injectable } from '@nestjs/common';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AppConfig } from '../../../config/app-config.js';
 import { McpTool, type ToolContext } from '../../../tool-dispatch/index.js';
 import { ReportJobInput } from './report-job.input.js';
 import { ReportOutput, type ReportRow } from './report-job.output.js';
+import { ExamplesConfig } from '../examples.config.js';
 
 /**
  * A long-running job: one step of work per day (EXAMPLE_REPORT_STEP_MS each, 5 s by default, so the default
@@ -13,7 +13,7 @@ import { ReportOutput, type ReportRow } from './report-job.output.js';
  */
 @Injectable()
 export class ReportJobService {
-  constructor(private readonly config: AppConfig) {}
+  constructor(private readonly config: ExamplesConfig) {}
 
   @McpTool({
     name: 'generate_report',

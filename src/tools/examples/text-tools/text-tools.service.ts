@@ -10,7 +10,7 @@ import {
   type CompletionArgument,
   type ResourceRequest,
   type ToolContext,
-} from '../../tool-dispatch/index.js';
+} from '../../../tool-dispatch/index.js';
 import { AnalyseTextInput } from './analyse-text.input.js';
 import { SUMMARY_STYLES, SummaryPromptArgs } from './summary-prompt.args.js';
 import { WordCountInput } from './word-count.input.js';

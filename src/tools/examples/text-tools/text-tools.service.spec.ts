@@ -1,4 +1,4 @@
-import { ToolTestHarness } from '../../testing/index.js';
+import { ToolTestHarness } from '../../../testing/index.js';
 import { TextToolsModule } from './text-tools.module.js';
 
 describe('TextToolsModule (the example tool module)', () => {

@@ -1,5 +1,5 @@
 import { IsInt, Min } from 'class-validator';
-import { Describe } from '../../tool-dispatch/index.js';
+import { Describe } from '../../../tool-dispatch/index.js';
 
 export class WordCountOutput {
   @IsInt()

@@ -1,5 +1,5 @@
 import { IsIn, IsOptional, IsString } from 'class-validator';
-import { Describe } from '../../tool-dispatch/index.js';
+import { Describe } from '../../../tool-dispatch/index.js';
 
 export const SUMMARY_STYLES = ['bullet-points', 'one-paragraph', 'tweet'] as const;
 

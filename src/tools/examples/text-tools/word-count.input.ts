@@ -1,5 +1,5 @@
 import { IsBoolean, IsOptional, IsString, MaxLength } from 'class-validator';
-import { Describe } from '../../tool-dispatch/index.js';
+import { Describe } from '../../../tool-dispatch/index.js';
 
 export class WordCountInput {
   @IsString()

@@ -1,9 +1,9 @@
-import type { SqlTx } from '../../database/sql-transaction.js';
+import type { SqlTx } from '../database/sql-transaction.js';
 
 /**
  * What the tasks protocol needs of the legacy (2025-11-25) transport: the session's own GET stream, to log
- * notifications on, to wake its holder, and to ask the client server-to-client requests. A port owned here
- * and provided by `gateway/` (the stream hub and client requests behind it), so that `tasks/` never imports
+ * notifications on, to wake its holder, and to ask the client server-to-client requests. A port of the
+ * protocol layer, used by `tasks/protocol/` and provided by `gateway/` (the stream hub and client requests behind it), so that `tasks/` never imports
  * the transport.
  */
 export abstract class SessionStream {

@@ -1,5 +1,5 @@
 import { IsInt, IsOptional, IsString, Max, Min } from 'class-validator';
-import { Describe } from '../../tool-dispatch/index.js';
+import { Describe } from '../../../tool-dispatch/index.js';
 
 export class AnalyseTextInput {
   @IsString()
