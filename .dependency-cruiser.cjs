@@ -21,6 +21,15 @@ module.exports = {
       to: { path: ['^src/gateway/', '^src/tasks/protocol/', '(^|/)node_modules/(express|@nestjs/platform-express)/'] },
     },
     {
+      name: 'tasks-protocol-is-transport-free',
+      comment:
+        'The tasks protocol reaches the transport only through the SessionStream port (protocol/), which ' +
+        'gateway/ provides.',
+      severity: 'error',
+      from: { path: '^src/tasks/protocol/', pathNot: SPEC },
+      to: { path: ['^src/gateway/', '(^|/)node_modules/(express|@nestjs/platform-express)/'] },
+    },
+    {
       name: 'gateway-does-not-implement-tasks-methods',
       comment:
         'gateway/ is transport only: it hands a request to the method registry (protocol/) and never imports ' +

@@ -6,7 +6,7 @@ import { ProtocolError } from '../protocol/protocol.errors.js';
 import { jsonBytes, QuotaService } from '../quotas/quota.service.js';
 import { ClientResponsesRepository } from '../sessions/client-responses.repository.js';
 import { McpProtocolError } from '../tool-dispatch/tool-context.js';
-import { RetryBackoff } from './retry-backoff.js';
+import { RetryBackoff } from '../common/retry-backoff.js';
 import { StreamHub } from './stream-hub.service.js';
 import { captureTraceContext } from '../telemetry/trace-context.js';
 import { errorMessage } from '../common/error-message.js';

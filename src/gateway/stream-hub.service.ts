@@ -3,7 +3,7 @@ import type { SqlTx } from '../database/sql-transaction.js';
 import { PgBusService } from '../bus/pg-bus.service.js';
 import { LifecycleService } from '../lifecycle/lifecycle.service.js';
 import { SseEventsRepository } from '../sessions/sse-events.repository.js';
-import { RetryBackoff } from './retry-backoff.js';
+import { RetryBackoff } from '../common/retry-backoff.js';
 import type { SseWriter } from './sse-writer.js';
 import { SseStreams } from './sse-streams.service.js';
 import { errorMessage } from '../common/error-message.js';

@@ -1,6 +1,6 @@
 import type { TaskSnapshot } from '../task.types.js';
 import type { VersionedTask } from '../tasks.repository.js';
-import { RetryBackoff } from '../../gateway/retry-backoff.js';
+import { RetryBackoff } from '../../common/retry-backoff.js';
 import { TaskSubscription } from './task-subscription.js';
 
 /** A task row as the table holds it: the test moves it forward and answers reads when it says so. */

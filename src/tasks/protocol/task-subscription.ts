@@ -1,6 +1,6 @@
 import type { TaskSnapshot } from '../task.types.js';
 import type { VersionedTask } from '../tasks.repository.js';
-import { RetryBackoff } from '../../gateway/retry-backoff.js';
+import { RetryBackoff } from '../../common/retry-backoff.js';
 
 /**
  * One subscriptions/listen stream's view of its tasks. NOTIFYs only say "look again"; what is sent comes from
