@@ -8,7 +8,7 @@
 // for BENCH_SECONDS after a short warm-up, against this server and against the peer that offers the same thing:
 //   legacy-inline       2025-11-25 tools/call echo in a session     vs official SDK 1.x with sessions
 //   stateless-inline    tools/call echo without a session            vs official SDK 1.x stateless (2025-11-25)
-//   modern-inline       2026-07-28 tools/call echo (stateless era)   vs @rekog/mcp-nest 2.x
+//   modern-inline       2026-07-28 tools/call echo (modern era)   vs @rekog/mcp-nest 2.x
 //   legacy-lifecycle    tools/call echo_task with params.task, tasks/get until completed, tasks/result
 //                                                                    vs official SDK 1.x in-memory task store
 //   tasks-get           tasks/get of a finished task                 vs official SDK 1.x in-memory task store
@@ -120,7 +120,7 @@ const SCENARIOS = [
   },
   {
     name: 'modern-inline',
-    what: '2026-07-28 tools/call echo (stateless era)',
+    what: '2026-07-28 tools/call echo (modern era)',
     peer: ['mcp-nest'],
     setup: async (url) => ({ url }),
     op: (s, i) => modernCall(s.url, 'tools/call', echoArgs(i), 'echo'),

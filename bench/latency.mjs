@@ -2,7 +2,7 @@
 //
 //   npm run build && TEST_DATABASE_URL=postgres://user@host:5432/postgres node bench/latency.mjs [N]
 //
-// Reports the median and p95 of: tools/call test_simple_text in the handshake era (in a session) and in the
+// Reports the median and p95 of: tools/call test_simple_text in the legacy era (in a session) and in the
 // 2026-07-28 era (stateless), N sequential requests each (default 200); and a dropped SSE stream
 // (test_reconnection) resumed with GET + Last-Event-ID on the same instance and on the other one.
 import { randomBytes } from 'node:crypto';
@@ -132,7 +132,7 @@ try {
     crossInstance.push(await resumeOnce(A, B, session, `c${i}`));
   }
 
-  console.log(`tools/call test_simple_text, handshake era (session):  ${stats(legacy)}`);
+  console.log(`tools/call test_simple_text, legacy era (session):  ${stats(legacy)}`);
   console.log(`tools/call test_simple_text, 2026-07-28 (stateless):    ${stats(modern)}`);
   console.log(`resume dropped stream (GET Last-Event-ID), same instance:  ${stats(sameInstance)}`);
   console.log(`resume dropped stream (GET Last-Event-ID), other instance: ${stats(crossInstance)}`);

@@ -7,7 +7,7 @@
 // N requests of each kind (default 100000), C concurrent flooding clients (default 32). Kinds:
 //   unknown-task-ids   tasks/update (2026-07-28) naming unknown 6 KB task ids
 //   dropped-listens    subscriptions/listen with 100 KB bodies, dropped as soon as the stream opens
-//   dropped-gets       handshake-era GET streams dropped as soon as they open
+//   dropped-gets       legacy GET streams dropped as soon as they open
 //   init-delete        initialize then DELETE
 //   abandoned-results  tasks/result on a long task, abandoned by the client after 20 ms
 // Rate limits are turned off (RATE_LIMIT_*_RPS=0) so the junk reaches the code whose memory is measured

@@ -6,7 +6,7 @@
 // OTEL_TRACES_EXPORTER=otlp exporting (OTLP/HTTP, batched) to a sink on loopback that accepts and drops
 // everything. Then, alternating between them in rounds so machine noise hits both alike, it drives
 // `concurrency` clients doing back-to-back tools/call test_simple_text for `seconds` per round, in the
-// 2026-07-28 era (stateless, no database access) and in the handshake era (a session lookup per call).
+// 2026-07-28 era (stateless, no database access) and in the legacy era (a session lookup per call).
 // Prints the median req/s over the rounds per mode and era. BENCH_BASELINE_MAIN=<path to another build's
 // dist/src/main.js> adds that build as a mode (e.g. the commit before tracing existed); BENCH_SAMPLED=1 adds
 // tracing on with a 10% parent-based ratio sampler.

@@ -28,7 +28,7 @@ export const USAGE = `usage: npm run cli -- <command> [options]      (add --json
   tasks show TASK_ID                          one task (its status, lease, error; not its arguments)
   tasks cancel TASK_ID [--reason TEXT]        cancel a live task, as its owner's tasks/cancel would
   sessions list [--principal ID] [--all] [--limit N]
-                                              handshake-era sessions (--all: ended ones too)
+                                              legacy sessions (--all: ended ones too)
   sessions end SESSION_ID                     end a session; its next request gets 404
   principals list [--name TEXT] [--provider P] [--limit N]
                                               principal ids (for --owner, --principal) by name, email, subject

@@ -34,7 +34,7 @@ function notAwaited(): ProtocolError {
 }
 
 /**
- * Server-to-client requests of the handshake era (elicitation, sampling, roots). The request goes out on
+ * Server-to-client requests of the legacy era (elicitation, sampling, roots). The request goes out on
  * the stream of the call that needs it; the client POSTs the response to any instance. If the waiting
  * handler runs elsewhere, the response is parked in a table and the waiter is woken over the bus.
  */

@@ -16,7 +16,7 @@ const CAPABILITY: Record<string, string> = {
   'roots/list': 'roots',
 };
 
-/** Handshake era: a question is a server-to-client request on the stream of the call that asks it. */
+/** Legacy era: a question is a server-to-client request on the stream of the call that asks it. */
 export class LegacyInput implements InputApi {
   constructor(
     private readonly session: McpSession,

@@ -52,7 +52,7 @@ function hasModernClaim(req: Request, body: unknown): boolean {
  * The single MCP endpoint. It classifies each request into an era
  * (https://modelcontextprotocol.io/specification/2026-07-28/basic/versioning, compatibility matrix): a body whose
  * `params._meta` claims a protocol version is served statelessly (2026-07-28); initialize, any other POST,
- * GET and DELETE belong to the handshake era. Everything below this edge throws; errors are mapped here.
+ * GET and DELETE belong to the legacy era. Everything below this edge throws; errors are mapped here.
  */
 @Controller('mcp')
 // Guards run in order: the origin policy before authentication (README, The MCP endpoint).

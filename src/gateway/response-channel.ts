@@ -31,7 +31,7 @@ export interface SseSettings {
 }
 
 /**
- * Handshake era: the stream is resumable. Its events go through the event log (StreamHub), the POST
+ * Legacy era: the stream is resumable. Its events go through the event log (StreamHub), the POST
  * response is the stream's first holder, and a client that lost it reconnects with GET + Last-Event-ID.
  */
 export class LegacyChannel implements ResponseChannel {

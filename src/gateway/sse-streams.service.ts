@@ -4,7 +4,7 @@ import { MetricsService } from '../metrics/metrics.service.js';
 import type { SseWriter } from './sse-writer.js';
 
 /**
- * request: a handshake-era POST response stream (or its resumption); standalone: a handshake-era GET stream;
+ * request: a legacy POST response stream (or its resumption); standalone: a legacy GET stream;
  * stateless: a 2026-07-28 response or subscriptions/listen stream.
  */
 export type SseStreamKind = 'request' | 'standalone' | 'stateless';

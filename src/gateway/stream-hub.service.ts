@@ -42,7 +42,7 @@ interface Holder {
 }
 
 /**
- * Every SSE message of a handshake-era session goes through here: it is appended to the event log, then
+ * Every SSE message of a legacy session goes through here: it is appended to the event log, then
  * whoever holds that stream's connection (on this instance or another, woken over the bus) reads the log
  * from where it stopped and writes the events in order. A dropped stream is resumed with Last-Event-ID
  * on any instance by attaching a new holder after that event.

@@ -129,7 +129,7 @@ export class McpMethodsService implements OnModuleInit {
       completions: {},
       logging: {},
     };
-    // Tasks: core capability in the handshake era, the extension in 2026-07-28 (never both in one era).
+    // Tasks: core capability in the legacy era, the extension in 2026-07-28 (never both in one era).
     if (era === 'legacy') caps.tasks = { list: {}, cancel: {}, requests: { tools: { call: {} } } };
     else caps.extensions = { [TASKS_EXTENSION]: {} };
     return caps;

@@ -30,7 +30,7 @@ const CAPABILITY: Record<string, string> = {
 };
 
 /**
- * The InputApi of the stateless era (MRTR) and of tasks: each question has a key; a question whose answer
+ * The InputApi of the modern era (MRTR) and of tasks: each question has a key; a question whose answer
  * is known returns it, the others are collected and the round ends with `input_required`. The handler is
  * run again from the start in the next round with every answer so far, so keys must be reproducible: named
  * by the tool (`options.key`) or derived from the call order.

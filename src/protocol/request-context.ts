@@ -11,7 +11,7 @@ export interface McpRequestContext {
   era: Era;
   protocolVersion: string;
   principal: Principal;
-  /** Handshake era only. */
+  /** Legacy era only. */
   session?: McpSession;
   clientCapabilities: Record<string, unknown>;
   requestId: JsonRpcId;
@@ -23,7 +23,7 @@ export interface McpRequestContext {
   /** Sends a notification related to this request (on its response stream). */
   notify(method: string, params: Record<string, unknown>): Promise<void>;
   input: InputApi;
-  /** Handshake era: drops the response connection while its stream lives on (see ToolContext). */
+  /** Legacy era: drops the response connection while its stream lives on (see ToolContext). */
   closeSseStream?: () => Promise<void>;
   /**
    * Set when the call runs as a task (or may become one): every progress update is also handed here, so the

@@ -24,7 +24,7 @@ export class QuotasConfig {
   @IntEnv(1, 10000000)
   RATE_LIMIT_ADDRESS_BURST = 5000;
 
-  @Env('live handshake-era sessions per principal (exact, all instances: counted in the database)')
+  @Env('live legacy sessions per principal (exact, all instances: counted in the database)')
   @IntEnv(1, 10000000)
   QUOTA_SESSIONS_PER_PRINCIPAL = 1000;
 

@@ -1,6 +1,6 @@
 import { Column, Entity, Index, PrimaryColumn } from 'typeorm';
 
-/** A handshake-era MCP session (Mcp-Session-Id), persisted so that any instance can serve it. */
+/** A legacy MCP session (Mcp-Session-Id), persisted so that any instance can serve it. */
 @Entity({ name: 'mcp_session' })
 @Index('mcp_session_last_seen_idx', ['lastSeenAt'])
 // Counting a principal's live sessions (QUOTA_SESSIONS_PER_PRINCIPAL).

@@ -3,10 +3,10 @@ import { Env, IntEnv } from '../config/env.decorators.js';
 
 @ConfigSection<SessionsConfig>({
   module: 'sessions',
-  summary: 'Handshake-era sessions (`Mcp-Session-Id`), their event log and their requests to the client.',
+  summary: 'Legacy sessions (`Mcp-Session-Id`), their event log and their requests to the client.',
 })
 export class SessionsConfig {
-  @Env('a handshake-era session unused this long ends (then 404)')
+  @Env('a legacy session unused this long ends (then 404)')
   @IntEnv(1000, 604800000)
   SESSION_IDLE_TTL_MS = 30 * 60 * 1000;
 
@@ -23,7 +23,7 @@ export class SessionsConfig {
   @IntEnv(1000, 604800000)
   SSE_EVENT_TTL_MS = 60 * 60 * 1000;
 
-  @Env("how long a handler waits for the client's answer to elicitation, sampling or roots (handshake era)")
+  @Env("how long a handler waits for the client's answer to elicitation, sampling or roots (legacy era)")
   @IntEnv(1000, 3600000)
   CLIENT_REQUEST_TIMEOUT_MS = 5 * 60 * 1000;
 }

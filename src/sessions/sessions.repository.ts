@@ -6,7 +6,7 @@ import { runPrepared, type PreparedStatement } from '../database/prepared-query.
 import { McpSession } from './session.entity.js';
 
 /**
- * Every handshake-era request resolves its session, so this read is prepared once per connection and maps its
+ * Every legacy request resolves its session, so this read is prepared once per connection and maps its
  * row by hand. Idleness is judged by the database clock, like every other expiry.
  */
 const FIND_LIVE: PreparedStatement = {
@@ -19,7 +19,7 @@ const FIND_LIVE: PreparedStatement = {
             AND last_seen_at >= now() - make_interval(secs => $3::float8 / 1000)`,
 };
 
-/** Every handshake-era task run reads its session's capabilities: prepared and mapped by hand, like FIND_LIVE. */
+/** Every legacy task run reads its session's capabilities: prepared and mapped by hand, like FIND_LIVE. */
 const FIND_BY_ID: PreparedStatement = {
   name: 'mcp_session_find_by_id',
   text: `SELECT id, principal_id, protocol_version, client_capabilities, client_info, log_level,

@@ -223,7 +223,7 @@ describe('commit groups (real PostgreSQL)', () => {
   it('a single write counts before it appends its outbox row, as bulk and grouped writes do: they never deadlock', async () => {
     const owner = 'g-order';
     const session = `g-order-session-${newTaskId()}`;
-    // Handshake-era tasks of one session: each change appends to that session's GET stream (one row lock).
+    // Legacy tasks of one session: each change appends to that session's GET stream (one row lock).
     const made = await Promise.all(
       Array.from({ length: 80 }, () =>
         creations.insertWithLimits({ ...newTask(owner), era: 'legacy', sessionId: session }, roomy),

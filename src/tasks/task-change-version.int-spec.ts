@@ -46,7 +46,7 @@ describe('task change versions and the status-notification outbox (real PostgreS
     expect(await tasks.versioned('o2', [t.id])).toEqual([]);
   });
 
-  it('logs the handshake-era status notification with the change, and not when the change rolls back', async () => {
+  it('logs the legacy status notification with the change, and not when the change rolls back', async () => {
     // A real session: the outbox logs nothing for a session whose row is gone (nobody could resume it).
     const session = (await app.get(SessionsService).open(ANONYMOUS_PRINCIPAL, '2025-11-25', {}, null)).id;
     const t = await tasks.create({

@@ -45,7 +45,7 @@ export class TaskMetrics implements OnModuleInit {
     const registers = [metrics.registry];
     this.created = new Counter({
       name: 'mcp_tasks_created_total',
-      help: 'Tasks created, by tool and mode (immediate: handshake-era task handle; escalated: after the inline window).',
+      help: 'Tasks created, by tool and mode (immediate: legacy task handle; escalated: after the inline window).',
       labelNames: ['tool', 'mode'] as const,
       registers,
     });

@@ -118,7 +118,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
   }
 
   /**
-   * Takes over work that is already running (the extension era's inline window ran out): from now on its
+   * Takes over work that is already running (the modern era's inline window ran out): from now on its
    * outcome is recorded on the task, cancellation aborts `controller`, and its lease is renewed. Returns
    * where the work's progress goes from now on (the task's statusMessage), since the request that started
    * it has been answered.

@@ -62,7 +62,7 @@ export class TaskWorkerRepository {
     private readonly publisher: TaskChangePublisher,
   ) {}
 
-  /** Handshake-era input over SSE: the live worker flips the visible status without giving the task up. */
+  /** Legacy input over SSE: the live worker flips the visible status without giving the task up. */
   async setWorkerStatus(
     fence: WorkerFence,
     status: 'working' | 'input_required',
@@ -129,7 +129,7 @@ export class TaskWorkerRepository {
       const held = await this.lockForWorker(m, fence);
       if ('refused' in held) return held.refused;
       const current = held.current;
-      // While a handshake-era worker waits for an answer, its input_required message stays.
+      // While a legacy worker waits for an answer, its input_required message stays.
       if (current.status !== 'working' || current.statusMessage === statusMessage) {
         return { applied: true, task: current, previous: current.status };
       }

@@ -25,7 +25,7 @@ export interface InputRequest {
 export interface TaskSnapshot {
   readonly id: string;
   readonly ownerId: string;
-  /** Set for handshake-era tasks: the session that created them (for notifications/tasks/status). */
+  /** Set for legacy tasks: the session that created them (for notifications/tasks/status). */
   readonly sessionId: string | null;
   readonly era: TaskEra;
   readonly toolName: string;
@@ -85,7 +85,7 @@ export interface TaskExecutionContext {
   /** Rounds completed so far: the next park is round `inputRound + 1`. */
   readonly inputRound: number;
   /**
-   * Handshake era, input over SSE: the worker stays alive and flips the visible status to input_required
+   * Legacy era, input over SSE: the worker stays alive and flips the visible status to input_required
    * while it waits, then back to working. Fenced like every worker write; returns false when the write was
    * dropped (the task is no longer this worker's).
    */

@@ -20,13 +20,13 @@ import { TasksConfig } from './tasks.config.js';
 export interface CreateTaskInput {
   /** The principal id (Principal.id) that will own the task. */
   ownerId: string;
-  /** Handshake era: the session that created it. */
+  /** Legacy era: the session that created it. */
   sessionId?: string | null;
   era: TaskEra;
   toolName: string;
   /** The original tools/call params, stored as is. */
   requestParams: Record<string, unknown>;
-  /** The client's requested ttl (handshake era `params.task.ttl`); clamped, defaulted. */
+  /** The client's requested ttl (legacy era `params.task.ttl`); clamped, defaulted. */
   requestedTtlMs?: number | null;
   mode?: CreationMode;
   statusMessage?: string | null;
@@ -194,7 +194,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     return task;
   }
 
-  /** Handshake era: create, commit, start the executor in the background, return the handle. */
+  /** Legacy era: create, commit, start the executor in the background, return the handle. */
   async createAndStart(input: CreateTaskInput): Promise<TaskSnapshot> {
     const task = await this.create(input);
     this.runner.start(task);
@@ -202,7 +202,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
   }
 
   /**
-   * Extension era: runs `work` inline for the window (TASK_INLINE_WINDOW_MS unless given). Finished in time
+   * Modern era: runs `work` inline for the window (TASK_INLINE_WINDOW_MS unless given). Finished in time
    * → its outcome, and no task exists. Not finished → the task is committed, the running work is handed to
    * the runner (outcome recorded, cancel aborts it, lease renewed) and the task is returned. When the
    * creation is refused (a limit), the work is aborted and the TaskError propagates.
@@ -284,7 +284,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
 
   /**
    * Cancels a live task (input_required included) and aborts its worker wherever it runs. A terminal task
-   * → TASK_TERMINAL carrying the task (the handshake era answers -32602 with its status; the extension era
+   * → TASK_TERMINAL carrying the task (the legacy era answers -32602 with its status; the modern era
    * acks). Unknown or foreign → TASK_NOT_FOUND.
    */
   async cancel(

@@ -4,7 +4,7 @@
  */
 export abstract class McpNotifier {
   /**
-   * A resource changed: every live handshake-era session subscribed to `uri` (resources/subscribe) gets
+   * A resource changed: every live legacy session subscribed to `uri` (resources/subscribe) gets
    * `notifications/resources/updated` on its GET stream, whichever instance holds it. Returns how many
    * sessions were notified.
    */

@@ -52,10 +52,10 @@ export interface InputRequestOptions {
 }
 
 /**
- * One way to ask the client for something, whatever the protocol era: in the handshake era it becomes a
+ * One way to ask the client for something, whatever the protocol era: in the legacy era it becomes a
  * server-to-client request on the SSE stream; in the 2026-07-28 era an `input_required` round (MRTR), and for a
  * task an `input_required` task status answered through `tasks/update`. Handlers must be written so that
- * re-running them with the same answers reaches the same questions: in the stateless era the handler is run
+ * re-running them with the same answers reaches the same questions: in the modern era the handler is run
  * again from the start with every answer so far, and each `input` call returns its recorded answer.
  */
 export interface InputApi {
@@ -85,7 +85,7 @@ export interface ToolContext {
    */
   readonly clientCapabilities?: JsonObject;
   /**
-   * Handshake era over Streamable HTTP only: closes this request's SSE connection without ending its stream.
+   * Legacy era over Streamable HTTP only: closes this request's SSE connection without ending its stream.
    * The client reconnects with Last-Event-ID and receives what follows (SSE polling, SEP-1699).
    */
   readonly closeSseStream?: () => Promise<void>;

@@ -19,7 +19,7 @@ const LEASE_MS = 3000;
 
 /**
  * The instance running a task is killed with SIGKILL while a second instance serves the client. The task must
- * end `failed` within two lease periods, the client must hear it on its stream (handshake era) or its
+ * end `failed` within two lease periods, the client must hear it on its stream (legacy era) or its
  * subscription (2026-07-28), and `tasks/result` must answer on the surviving instance.
  */
 describe('chaos: kill -9 of the instance running a task', () => {
@@ -40,7 +40,7 @@ describe('chaos: kill -9 of the instance running a task', () => {
     const urlW = `${worker.baseUrl}/mcp`;
     const urlS = `${survivor.baseUrl}/mcp`;
 
-    // Handshake era: the session's GET stream is held by the survivor, the task runs on the worker.
+    // Legacy era: the session's GET stream is held by the survivor, the task runs on the worker.
     const client = await LegacyClient.open(urlS);
     const feed = new SessionFeed(client.sessionId, () => urlS);
     await feed.start();

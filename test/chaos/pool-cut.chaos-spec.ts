@@ -86,7 +86,7 @@ describe('chaos: one instance’s pool cut while its LISTEN connection stays up'
       );
     }
 
-    // Steady load on B: a short handshake-era task of A's session every CREATE_EVERY_MS (working, then
+    // Steady load on B: a short legacy task of A's session every CREATE_EVERY_MS (working, then
     // completed), and the 2026-07-28 tasks cancelled one by one across the whole window.
     const legacyIds: string[] = [];
     const cancelledAt = new Map<string, number>();
@@ -133,10 +133,10 @@ describe('chaos: one instance’s pool cut while its LISTEN connection stays up'
         return legacyIds.filter((id) => !TERMINAL.has(finalStatus.get(id)!)).length;
       },
       (left) => left === 0,
-      { timeoutMs: 10000, intervalMs: 200, what: 'every handshake-era task to end' },
+      { timeoutMs: 10000, intervalMs: 200, what: 'every legacy task to end' },
     );
 
-    // Every committed change: each handshake-era task's creation and its end; each cancel, per subscriber.
+    // Every committed change: each legacy task's creation and its end; each cancel, per subscriber.
     const missing = () => {
       let legacy = 0;
       for (const id of legacyIds) {
@@ -177,7 +177,7 @@ describe('chaos: one instance’s pool cut while its LISTEN connection stays up'
     figure(SCENARIO, 'pooled connections of A cut', cut);
     figure(SCENARIO, 'A’s LISTEN connection reconnected', listenerReconnected ? 'yes' : 'no');
     figure(SCENARIO, 'failed re-reads on A (drains, listens)', readFailures);
-    figure(SCENARIO, 'handshake-era tasks created under load', legacyIds.length);
+    figure(SCENARIO, 'legacy tasks created under load', legacyIds.length);
     figure(SCENARIO, 'cancels committed while A’s pool was cut', `${cancelsDuringOutage} of ${MODERN_TASKS}`);
     figure(SCENARIO, 'notifications lost, 2025-11-25 GET stream', lostLegacy, `of ${legacyIds.length * 2}`);
     for (const [i, n] of lostModern.entries()) {

@@ -183,7 +183,7 @@ describe('memory that junk requests cannot grow', () => {
     expect(bus.handlerCount(TASK_CHANNEL)).toBe(busBefore);
   });
 
-  it('a handshake-era tasks/result abandoned by its client stops waiting (the task itself goes on)', async () => {
+  it('a legacy tasks/result abandoned by its client stops waiting (the task itself goes on)', async () => {
     const user = freshUser();
     const quotas = app.get(QuotaService);
     const principalId = principalIdFor({ provider: 'proxy', subject: user });

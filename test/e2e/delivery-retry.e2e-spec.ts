@@ -96,7 +96,7 @@ describe('delivery retries a failed re-read while the LISTEN connection stays up
     ev.json.params.taskId === taskId &&
     ev.json.params.status === status;
 
-  it('handshake era: a cancel on B reaches the GET stream A holds once A’s pool is back', async () => {
+  it('legacy era: a cancel on B reaches the GET stream A holds once A’s pool is back', async () => {
     const c = await LegacyClient.open(urlA, {}, asUser(freshUser()));
     const stream = await c.openGetStream();
     try {
@@ -152,7 +152,7 @@ describe('delivery retries a failed re-read while the LISTEN connection stays up
     }
   });
 
-  it('handshake era: an elicitation answer parked by B is collected by the handler on A once A’s pool is back', async () => {
+  it('legacy era: an elicitation answer parked by B is collected by the handler on A once A’s pool is back', async () => {
     const identity = asUser(freshUser());
     const c = await LegacyClient.open(urlA, { elicitation: {} }, identity);
     const call = await openStream(urlA, {
@@ -191,7 +191,7 @@ describe('delivery retries a failed re-read while the LISTEN connection stays up
     }
   });
 
-  it('handshake era: a NOTIFY cut after its event was logged on A still wakes the GET stream held by B', async () => {
+  it('legacy era: a NOTIFY cut after its event was logged on A still wakes the GET stream held by B', async () => {
     const uri = 'test://delivery-retry';
     const c = await LegacyClient.open(urlB, {}, asUser(freshUser()));
     expect((await c.call('resources/subscribe', { uri })).result).toEqual({});

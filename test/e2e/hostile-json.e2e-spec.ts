@@ -143,7 +143,7 @@ describe('hostile JSON bodies (real AppModule, real HTTP)', () => {
     expectRefused(modern.answer, 12, 'JSON_MAX_OBJECT_KEYS');
     expect(modern.maxDelayMs).toBeLessThan(MAX_LOOP_DELAY_MS);
     process.stdout.write(
-      `${keys} unknown keys: longest event-loop stall ${legacy.maxDelayMs.toFixed(1)} ms (handshake era), ` +
+      `${keys} unknown keys: longest event-loop stall ${legacy.maxDelayMs.toFixed(1)} ms (legacy era), ` +
         `${modern.maxDelayMs.toFixed(1)} ms (2026-07-28)\n`,
     );
   });

@@ -50,7 +50,7 @@ describe('infrastructure errors never reach a client (real PostgreSQL errors ove
     await db.drop();
   });
 
-  it('turns a pg error thrown by a tool into a generic tool error quoting the correlation id (handshake era)', async () => {
+  it('turns a pg error thrown by a tool into a generic tool error quoting the correlation id (legacy era)', async () => {
     const client = await LegacyClient.open(url);
     const answer = await client.send('tools/call', { name: 'db_fault', arguments: {} });
     const result = responseOf(answer).result;

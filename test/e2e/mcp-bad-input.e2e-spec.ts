@@ -145,7 +145,7 @@ describe('bad input on /mcp (spawned server)', () => {
     }
   });
 
-  it('an unknown method (handshake era): -32601', async () => {
+  it('an unknown method (legacy era): -32601', async () => {
     const a = await inSession({ jsonrpc: '2.0', id: 12, method: 'tools/explode' });
     expect(a.json.error).toMatchObject({ code: -32601, message: expect.stringMatching(/tools\/explode/) });
     expect(a.status).toBeLessThan(500);

@@ -4,10 +4,10 @@ import { createTestApp } from '../support/test-app.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
 
 /**
- * notifications/cancelled in the handshake era: the handler's AbortSignal fires wherever the request runs,
+ * notifications/cancelled in the legacy era: the handler's AbortSignal fires wherever the request runs,
  * and the cancelled request gets no JSON-RPC response (the POST ends 202 with no body).
  */
-describe('cancelling a handshake-era request', () => {
+describe('cancelling a legacy request', () => {
   let db: TestDatabase;
   let a: INestApplication;
   let b: INestApplication;

@@ -43,11 +43,11 @@ async function readRawFor(
 }
 
 /**
- * The handshake era (2025-11-25 and older) on raw HTTP: the session rules, the GET stream, the Accept and
+ * The legacy era (2025-11-25 and older) on raw HTTP: the session rules, the GET stream, the Accept and
  * version headers, and the choice between a JSON and an SSE answer
  * (https://modelcontextprotocol.io/specification/2025-11-25/basic/transports#streamable-http).
  */
-describe('MCP handshake era over raw Streamable HTTP', () => {
+describe('MCP legacy era over raw Streamable HTTP', () => {
   let db: TestDatabase;
   let app: INestApplication;
   let url: string;

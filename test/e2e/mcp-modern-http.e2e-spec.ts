@@ -156,7 +156,7 @@ describe('MCP 2026-07-28 over raw Streamable HTTP', () => {
     const list = await call(3, 'tools/list');
     expect(list.json.result).toMatchObject({ resultType: 'complete', cacheScope: expect.any(String) });
     expect(list.json.result.tools.find((t: { name: string }) => t.name === 'test_simple_text')).toBeDefined();
-    // No handshake-era task annotations in this era.
+    // No legacy task annotations in this era.
     expect(list.json.result.tools.some((t: Record<string, unknown>) => 'execution' in t)).toBe(false);
   });
 

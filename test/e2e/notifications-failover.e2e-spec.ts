@@ -125,7 +125,7 @@ describe('notifications survive a lost LISTEN connection (real HTTP, real Postgr
     }
   }
 
-  it('handshake era: a cancel made while A’s listener is down reaches the session’s GET stream on A, once', async () => {
+  it('legacy era: a cancel made while A’s listener is down reaches the session’s GET stream on A, once', async () => {
     const c = await LegacyClient.open(urlA, {}, asUser(freshUser()));
     const stream = await c.openGetStream();
     try {
@@ -153,7 +153,7 @@ describe('notifications survive a lost LISTEN connection (real HTTP, real Postgr
     }
   });
 
-  it('handshake era: a change made on B while A’s listener is down reaches the stream A holds', async () => {
+  it('legacy era: a change made on B while A’s listener is down reaches the stream A holds', async () => {
     const c = await LegacyClient.open(urlA, {}, asUser(freshUser()));
     const stream = await c.openGetStream();
     try {
@@ -173,7 +173,7 @@ describe('notifications survive a lost LISTEN connection (real HTTP, real Postgr
     }
   });
 
-  it('handshake era: many tasks of one session changed in parallel on two instances: each change once, in order', async () => {
+  it('legacy era: many tasks of one session changed in parallel on two instances: each change once, in order', async () => {
     const c = await LegacyClient.open(urlA, {}, asUser(freshUser()));
     const stream = await c.openGetStream();
     try {

@@ -24,7 +24,7 @@ describe('client input named like an Object.prototype key (both eras, real HTTP)
     await db.drop();
   });
 
-  it('answers resources/read of text://glossary/<prototype key> with resource not found (handshake era)', async () => {
+  it('answers resources/read of text://glossary/<prototype key> with resource not found (legacy era)', async () => {
     for (const [i, term] of PROTOTYPE_KEYS.entries()) {
       const uri = `text://glossary/${term}`;
       const a = await rpc(

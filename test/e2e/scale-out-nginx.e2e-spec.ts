@@ -61,7 +61,7 @@ describe('three instances behind nginx, no affinity', () => {
     expect(new Set(await upstreamsSince(from))).toEqual(new Set(servers.map((s) => `127.0.0.1:${s.port}`)));
   }
 
-  it('handshake era: one session served by all three instances in turn', async () => {
+  it('legacy era: one session served by all three instances in turn', async () => {
     const from = await logLength();
     const c = await LegacyClient.open(url, {}, asUser(freshUser('scale')));
     const tools = await c.result('tools/list');

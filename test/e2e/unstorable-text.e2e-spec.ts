@@ -90,7 +90,7 @@ describe('text PostgreSQL cannot store, refused at the edge', () => {
     });
   });
 
-  it("a handshake-era client's answer to an elicitation: refused with -32602 (HTTP 400)", async () => {
+  it("a legacy client's answer to an elicitation: refused with -32602 (HTTP 400)", async () => {
     const client = await LegacyClient.open(url, ELICIT, asUser(freshUser('legacy')));
     const answer = await rpc(
       url,

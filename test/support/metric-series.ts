@@ -26,7 +26,7 @@ export function newSeries(before: Set<string>, after: Set<string>): string[] {
 }
 
 /**
- * Calls the conformance fixture test_elicitation in a handshake-era session and answers its elicitation
+ * Calls the conformance fixture test_elicitation in a legacy session and answers its elicitation
  * with a JSON-RPC error of the given code; resolves with the tools/call's own answer (its last SSE event)
  * and the status the POSTed answer got.
  */

@@ -32,7 +32,7 @@ export function rpcId(): number {
   return nextId++;
 }
 
-/** A handshake-era client bound to one session (and optionally one proxied user). */
+/** A legacy client bound to one session (and optionally one proxied user). */
 export class LegacyClient {
   private constructor(
     readonly url: string,

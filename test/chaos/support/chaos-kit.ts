@@ -165,7 +165,7 @@ abstract class ReconnectingFeed implements Feed {
 }
 
 /**
- * The handshake-era session's GET stream: `notifications/tasks/status`, resumed with Last-Event-ID so that
+ * The legacy session's GET stream: `notifications/tasks/status`, resumed with Last-Event-ID so that
  * nothing logged while it was away is skipped.
  */
 export class SessionFeed extends ReconnectingFeed {
