@@ -13,10 +13,6 @@ export function currentRequestId(): string | undefined {
   return requestContext.getStore()?.requestId;
 }
 
-export function currentPrincipalId(): string | undefined {
-  return requestContext.getStore()?.principalId;
-}
-
 /** Records the authenticated principal on the current request's context (no-op outside a request). */
 export function setRequestPrincipal(principalId: string): void {
   const store = requestContext.getStore();

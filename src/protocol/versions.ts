@@ -4,9 +4,6 @@ export const MODERN_VERSIONS = ['2026-07-28'] as const;
 export const LATEST_LEGACY_VERSION = '2025-11-25';
 export const ALL_VERSIONS: readonly string[] = [...MODERN_VERSIONS, ...LEGACY_VERSIONS];
 
-/** Assumed for a session-less legacy request without MCP-Protocol-Version (Streamable HTTP rule). */
-export const DEFAULT_LEGACY_VERSION = '2025-03-26';
-
 export function isLegacyVersion(v: string): boolean {
   return (LEGACY_VERSIONS as readonly string[]).includes(v);
 }
