@@ -1,3 +1,4 @@
+import { recordCommitGroups, type CommitGroupRecord } from '../../test/support/task-registry.js';
 import type { INestApplication } from '@nestjs/common';
 import { createTestApp } from '../../test/support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
@@ -8,7 +9,6 @@ import { InstancesService } from '../instances/instances.service.js';
 import { TaskCreationRepository, type NewTask } from './task-creation.repository.js';
 import { TaskOutcomesRepository } from './task-outcomes.repository.js';
 import type { CreationLimits } from './creation-limits.js';
-import type { CommitGroupListener } from './commit-group.js';
 
 /**
  * A COMMIT that PostgreSQL carries out but whose answer never reaches the server (the connection drops in
@@ -22,7 +22,7 @@ describe('commits whose answer is lost (real PostgreSQL through a proxy)', () =>
   let creations: TaskCreationRepository;
   let outcomes: TaskOutcomesRepository;
   let me: string;
-  const groups: Array<{ kind: string; size: number; fellBack: boolean }> = [];
+  const groups: CommitGroupRecord[] = [];
   const roomy: CreationLimits = { maxPerOwner: 100000, maxTotal: 1000000, maxRetainedPerOwner: 1000000 };
 
   beforeAll(async () => {
@@ -34,9 +34,7 @@ describe('commits whose answer is lost (real PostgreSQL through a proxy)', () =>
     creations = app.get(TaskCreationRepository);
     outcomes = app.get(TaskOutcomesRepository);
     me = app.get(InstancesService).instanceId;
-    const onGroup: CommitGroupListener = (kind, size, fellBack) => groups.push({ kind, size, fellBack });
-    creations.onCommitGroup(onGroup);
-    outcomes.onCommitGroup(onGroup);
+    recordCommitGroups(groups, creations, outcomes);
   });
   afterAll(async () => {
     await app.close();

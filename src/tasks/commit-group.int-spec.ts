@@ -1,3 +1,4 @@
+import { recordCommitGroups, type CommitGroupRecord } from '../../test/support/task-registry.js';
 import type { INestApplication } from '@nestjs/common';
 import { createTestApp } from '../../test/support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
@@ -12,7 +13,6 @@ import { TasksRepository } from './tasks.repository.js';
 import { TaskCreationRepository, type NewTask } from './task-creation.repository.js';
 import { TaskOutcomesRepository } from './task-outcomes.repository.js';
 import type { CreationLimits } from './creation-limits.js';
-import type { CommitGroupListener } from './commit-group.js';
 import { TasksService } from './tasks.service.js';
 
 /**
@@ -29,7 +29,7 @@ describe('commit groups (real PostgreSQL)', () => {
   let outcomes: TaskOutcomesRepository;
   let executor: ControlledExecutor;
   let me: string;
-  const groups: Array<{ kind: string; size: number; fellBack: boolean }> = [];
+  const groups: CommitGroupRecord[] = [];
 
   beforeAll(async () => {
     db = await createTestDatabase('commit_group');
@@ -45,9 +45,7 @@ describe('commit groups (real PostgreSQL)', () => {
     creations = app.get(TaskCreationRepository);
     outcomes = app.get(TaskOutcomesRepository);
     me = app.get(InstancesService).instanceId;
-    const onGroup: CommitGroupListener = (kind, size, fellBack) => groups.push({ kind, size, fellBack });
-    creations.onCommitGroup(onGroup);
-    outcomes.onCommitGroup(onGroup);
+    recordCommitGroups(groups, creations, outcomes);
   });
   afterAll(async () => {
     await app.close();

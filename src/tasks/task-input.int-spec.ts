@@ -1,3 +1,4 @@
+import { legacyTaskInput } from '../../test/support/task-registry.js';
 import type { INestApplication } from '@nestjs/common';
 import { createTestApp } from '../../test/support/test-app.js';
 import { createTestDatabase, type TestDatabase } from '../../test/support/test-database.js';
@@ -6,7 +7,7 @@ import { InstancesService } from '../instances/instances.service.js';
 import { TasksRepository } from './tasks.repository.js';
 import { TaskOutcomesRepository } from './task-outcomes.repository.js';
 import { TaskWorkerRepository } from './task-worker.repository.js';
-import { TasksService, type CreateTaskInput } from './tasks.service.js';
+import { TasksService } from './tasks.service.js';
 
 /** Input asked for while a task runs (parking, answers, resumes), on real PostgreSQL, one instance. */
 describe('task input while running on real PostgreSQL (one instance)', () => {
@@ -19,14 +20,7 @@ describe('task input while running on real PostgreSQL (one instance)', () => {
   let exec: ControlledExecutor;
   let me: string;
 
-  const input = (ownerId: string, extra: Partial<CreateTaskInput> = {}): CreateTaskInput => ({
-    ownerId,
-    era: 'legacy',
-    sessionId: 'sess-1',
-    toolName: 'slow_tool',
-    requestParams: { name: 'slow_tool', arguments: { n: 1 } },
-    ...extra,
-  });
+  const input = legacyTaskInput;
 
   beforeAll(async () => {
     db = await createTestDatabase('task_input');

@@ -1,3 +1,4 @@
+import { legacyTaskInput } from '../../test/support/task-registry.js';
 import type { INestApplication } from '@nestjs/common';
 import { createTestApp } from '../../test/support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
@@ -7,7 +8,7 @@ import { JanitorService } from '../janitor/janitor.service.js';
 import { TaskRunnerService } from './task-runner.service.js';
 import { TaskError, TaskErrorCode } from './tasks.errors.js';
 import { TaskOutcomesRepository } from './task-outcomes.repository.js';
-import { TasksService, type CreateTaskInput } from './tasks.service.js';
+import { TasksService } from './tasks.service.js';
 import { newTaskId } from './task-ids.js';
 
 async function caught(p: Promise<unknown>): Promise<TaskError> {
@@ -29,14 +30,7 @@ describe('task registry on real PostgreSQL (one instance)', () => {
   let exec: ControlledExecutor;
   let me: string;
 
-  const input = (ownerId: string, extra: Partial<CreateTaskInput> = {}): CreateTaskInput => ({
-    ownerId,
-    era: 'legacy',
-    sessionId: 'sess-1',
-    toolName: 'slow_tool',
-    requestParams: { name: 'slow_tool', arguments: { n: 1 } },
-    ...extra,
-  });
+  const input = legacyTaskInput;
 
   beforeAll(async () => {
     db = await createTestDatabase('tasks');

@@ -1,5 +1,7 @@
 import { newTaskId } from '../../src/tasks/task-ids.js';
 import type { NewTask } from '../../src/tasks/task-creation.repository.js';
+import type { CommitGroupListener } from '../../src/tasks/commit-group.js';
+import type { CreateTaskInput } from '../../src/tasks/tasks.service.js';
 import { withClient } from './test-database.js';
 
 /** A new task row for the registry's insert, leased to `instanceId` (the registry tests' one factory). */
@@ -47,4 +49,31 @@ export async function usageAgainstRows(url: string): Promise<{ counters: unknown
       rows: { owners: rows.rows, total: live.n },
     };
   });
+}
+
+/** A creation request as the registry's int suites make it: a legacy `slow_tool` call of session `sess-1`. */
+export function legacyTaskInput(ownerId: string, extra: Partial<CreateTaskInput> = {}): CreateTaskInput {
+  return {
+    ownerId,
+    era: 'legacy',
+    sessionId: 'sess-1',
+    toolName: 'slow_tool',
+    requestParams: { name: 'slow_tool', arguments: { n: 1 } },
+    ...extra,
+  };
+}
+
+export interface CommitGroupRecord {
+  kind: string;
+  size: number;
+  fellBack: boolean;
+}
+
+/** Records every commit group the given repositories run (creations, outcomes) into `groups`. */
+export function recordCommitGroups(
+  groups: CommitGroupRecord[],
+  ...repositories: Array<{ onCommitGroup(listener: CommitGroupListener): void }>
+): void {
+  const onGroup: CommitGroupListener = (kind, size, fellBack) => groups.push({ kind, size, fellBack });
+  for (const r of repositories) r.onCommitGroup(onGroup);
 }
