@@ -1,4 +1,5 @@
 import { recordCommitGroups, type CommitGroupRecord } from '../../test/support/task-registry.js';
+import type pg from 'pg';
 import type { INestApplication } from '@nestjs/common';
 import { createTestApp } from '../../test/support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
@@ -14,6 +15,7 @@ import { TaskCreationRepository, type NewTask } from './task-creation.repository
 import { TaskOutcomesRepository } from './task-outcomes.repository.js';
 import type { CreationLimits } from './creation-limits.js';
 import { TasksService } from './tasks.service.js';
+import type { TaskSnapshot } from './task.types.js';
 
 /**
  * Group commit of creations and worker outcomes (TaskCreationRepository.insertGroup,
@@ -300,8 +302,15 @@ describe('commit groups (real PostgreSQL)', () => {
     expect(r.counters).toEqual(r.rows);
   });
 
-  it("someone else's read of a task whose outcome is committing does not wait for that commit", async () => {
-    const owner = 'g-pending-owner';
+  /**
+   * Starts a task for `owner` whose run returns at once, holds its outcome commit behind a row lock taken
+   * on connection `c`, and counts the registry's owner-scoped reads (they still run; nothing is stubbed)
+   * while `body` runs. `body` decides when the lock's transaction commits.
+   */
+  async function withOutcomeCommitting(
+    owner: string,
+    body: (c: pg.Client, task: TaskSnapshot, readers: string[]) => Promise<void>,
+  ): Promise<TaskSnapshot> {
     const task = await tasks.createAndStart({
       ownerId: owner,
       era: 'legacy',
@@ -311,7 +320,6 @@ describe('commit groups (real PostgreSQL)', () => {
     });
     const run = await executor.run(task.id);
     await withClient(db.url, async (c) => {
-      // The owner's outcome commit is held up behind a row lock.
       await c.query('BEGIN');
       await c.query('SELECT 1 FROM task WHERE id = $1 FOR UPDATE', [task.id]);
       run.complete({ content: [{ type: 'text', text: 'finished' }] });
@@ -323,27 +331,35 @@ describe('commit groups (real PostgreSQL)', () => {
         return findOwnedClocked(ownerId, id);
       };
       try {
-        const timed = async (id: string): Promise<{ ms: number; err: unknown }> => {
-          const started = performance.now();
-          const pending = tasks.get('g-stranger', id).catch((e: unknown) => e);
-          // Straight to the database, as for any id that is not the caller's: no wait comes first.
-          expect(readers.splice(0)).toEqual(['g-stranger']);
-          const err = await pending;
-          return { ms: performance.now() - started, err };
-        };
-        const foreign = await timed(task.id);
-        const random = await timed(newTaskId());
-        for (const r of [foreign, random]) {
-          expect(r.err).toBeInstanceOf(TaskError);
-          expect((r.err as TaskError).code).toBe(TaskErrorCode.TASK_NOT_FOUND);
-        }
-        console.log(
-          `tasks/get by a stranger: ${foreign.ms.toFixed(1)} ms for an id whose outcome is committing, ` +
-            `${random.ms.toFixed(1)} ms for a random id`,
-        );
+        await body(c, task, readers);
       } finally {
         Reflect.deleteProperty(repo, 'findOwnedClocked');
       }
+    });
+    return task;
+  }
+
+  it("someone else's read of a task whose outcome is committing does not wait for that commit", async () => {
+    const owner = 'g-pending-owner';
+    const task = await withOutcomeCommitting(owner, async (c, task, readers) => {
+      const timed = async (id: string): Promise<{ ms: number; err: unknown }> => {
+        const started = performance.now();
+        const pending = tasks.get('g-stranger', id).catch((e: unknown) => e);
+        // Straight to the database, as for any id that is not the caller's: no wait comes first.
+        expect(readers.splice(0)).toEqual(['g-stranger']);
+        const err = await pending;
+        return { ms: performance.now() - started, err };
+      };
+      const foreign = await timed(task.id);
+      const random = await timed(newTaskId());
+      for (const r of [foreign, random]) {
+        expect(r.err).toBeInstanceOf(TaskError);
+        expect((r.err as TaskError).code).toBe(TaskErrorCode.TASK_NOT_FOUND);
+      }
+      console.log(
+        `tasks/get by a stranger: ${foreign.ms.toFixed(1)} ms for an id whose outcome is committing, ` +
+          `${random.ms.toFixed(1)} ms for a random id`,
+      );
       await c.query('COMMIT');
     });
     expect(await tasks.get(owner, task.id)).toMatchObject({ status: 'completed' });
@@ -351,46 +367,23 @@ describe('commit groups (real PostgreSQL)', () => {
 
   it('a read of a task whose run here has returned answers its outcome, not "working"', async () => {
     const owner = 'g-read';
-    const task = await tasks.createAndStart({
-      ownerId: owner,
-      era: 'legacy',
-      toolName: 't',
-      requestParams: {},
-      mode: 'immediate',
-    });
-    const run = await executor.run(task.id);
-    // Hold the outcome write behind a row lock, as a slow commit would; the read itself never waits on locks.
-    await withClient(db.url, async (c) => {
-      await c.query('BEGIN');
-      await c.query('SELECT 1 FROM task WHERE id = $1 FOR UPDATE', [task.id]);
-      run.complete({ content: [{ type: 'text', text: 'finished' }] });
-      await waitFor(() => app.get(TaskRunnerService).outcomeInFlight(task.id, owner) !== undefined);
-      // Count the registry's owner-scoped reads (they still run; nothing is stubbed).
-      const readers: string[] = [];
-      const findOwnedClocked = repo.findOwnedClocked.bind(repo);
-      repo.findOwnedClocked = (ownerId, id) => {
-        readers.push(ownerId);
-        return findOwnedClocked(ownerId, id);
-      };
-      try {
-        const read = tasks.get(owner, task.id);
-        const foreign = tasks.get('g-someone-else', task.id).catch((e: unknown) => e);
-        await sleep(40);
-        await c.query('COMMIT');
-        expect(await read).toMatchObject({
-          status: 'completed',
-          result: { content: [{ text: 'finished' }] },
-        });
-        // ...and anyone else still reads the database, where the task is not theirs.
-        const refused = await foreign;
-        expect(refused).toBeInstanceOf(TaskError);
-        expect((refused as TaskError).code).toBe(TaskErrorCode.TASK_NOT_FOUND);
-        expect(readers).toContain('g-someone-else');
-        // The owner was answered from the write this instance committed, not by reading it back.
-        expect(readers.filter((o) => o === owner)).toHaveLength(0);
-      } finally {
-        Reflect.deleteProperty(repo, 'findOwnedClocked');
-      }
+    // The outcome write waits behind a row lock, as a slow commit would; the read itself never waits on locks.
+    const task = await withOutcomeCommitting(owner, async (c, task, readers) => {
+      const read = tasks.get(owner, task.id);
+      const foreign = tasks.get('g-someone-else', task.id).catch((e: unknown) => e);
+      await sleep(40);
+      await c.query('COMMIT');
+      expect(await read).toMatchObject({
+        status: 'completed',
+        result: { content: [{ text: 'finished' }] },
+      });
+      // ...and anyone else still reads the database, where the task is not theirs.
+      const refused = await foreign;
+      expect(refused).toBeInstanceOf(TaskError);
+      expect((refused as TaskError).code).toBe(TaskErrorCode.TASK_NOT_FOUND);
+      expect(readers).toContain('g-someone-else');
+      // The owner was answered from the write this instance committed, not by reading it back.
+      expect(readers.filter((o) => o === owner)).toHaveLength(0);
     });
     // Later reads come from the finished-task cache with the same answer.
     expect(await tasks.get(owner, task.id)).toMatchObject({ status: 'completed' });

@@ -12,7 +12,7 @@ import {
 } from '../support/auth-probe.js';
 import { TestIssuer, unsignedToken } from '../support/oidc-issuer.js';
 import { rawRequest } from '../support/raw-http.js';
-import { createTestApp } from '../support/test-app.js';
+import { createTestApp, loopbackUrl } from '../support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../support/test-database.js';
 
 async function cliCreateKey(
@@ -327,7 +327,7 @@ describe('authentication (real AppModule over HTTP, own OIDC issuer on loopback)
     it('refuses a repeated or blank user header instead of reading the joined value as one user', async () => {
       const before = await failureCount('malformed');
       // Two header lines (supertest would send one): Node hands the server "alice, bob".
-      const origin = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+      const origin = await loopbackUrl(app);
       const res = await rawRequest(origin, '/probe', 'GET', {
         'x-forwarded-user': ['alice', 'bob'],
         'x-auth-proxy-secret': PROXY_SECRET,

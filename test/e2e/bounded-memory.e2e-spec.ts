@@ -19,7 +19,7 @@ import {
   rpcId,
   waitFor,
 } from '../support/tasks-e2e.js';
-import { createTestApp } from '../support/test-app.js';
+import { createTestApp, loopbackUrl } from '../support/test-app.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
 
 const ELICIT = { elicitation: {} };
@@ -42,7 +42,7 @@ describe('memory that junk requests cannot grow', () => {
       AUTH_PROXY_SECRET: PROXY_SECRET,
       TASK_INLINE_WINDOW_MS: '50',
     });
-    url = `${await app.getUrl()}/mcp`.replace('[::1]', '127.0.0.1');
+    url = await loopbackUrl(app, '/mcp');
   });
 
   afterAll(async () => {

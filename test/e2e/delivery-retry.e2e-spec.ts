@@ -13,7 +13,7 @@ import {
   PROXY_SECRET,
   rpcId,
 } from '../support/tasks-e2e.js';
-import { createTestApp } from '../support/test-app.js';
+import { createTestApp, loopbackUrl } from '../support/test-app.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
 
 /** Keeps what the app warns about, so a test can tell that the step it aimed at really failed. */
@@ -64,8 +64,8 @@ describe('delivery retries a failed re-read while the LISTEN connection stays up
     a = await createTestApp(proxy.via(db.url), { ...env, DATABASE_LISTEN_URL: db.url }, [], {
       logger: warnings,
     });
-    urlA = `${await a.getUrl()}/mcp`.replace('[::1]', '127.0.0.1');
-    urlB = `${await b.getUrl()}/mcp`.replace('[::1]', '127.0.0.1');
+    urlA = await loopbackUrl(a, '/mcp');
+    urlB = await loopbackUrl(b, '/mcp');
   });
   afterAll(async () => {
     proxy?.refuse(undefined);

@@ -4,7 +4,7 @@ import { modernCall, openSession, openStream, rpc, sessionHeaders } from '../sup
 import { answerElicitationWithError, newSeries, scrapeSeries } from '../support/metric-series.js';
 import { MCP_POST, rawRequest } from '../support/raw-http.js';
 import { PROXY_SECRET } from '../support/tasks-e2e.js';
-import { createTestApp } from '../support/test-app.js';
+import { createTestApp, loopbackUrl } from '../support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../support/test-database.js';
 
 /** Issue 19: what a hostile client can do with the edges of the HTTP pipeline (real AppModule, real HTTP). */
@@ -14,7 +14,7 @@ const PING = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' });
 /** Spellings of /mcp that Express routes to the MCP controller (case-insensitive, trailing slash ignored). */
 const SPELLINGS = ['/MCP', '/Mcp', '/mCp', '/MCP/', '/mcp/', '/mcp?x=1', '/MCP/?x=1'];
 
-const originOf = async (app: INestApplication) => (await app.getUrl()).replace('[::1]', '127.0.0.1');
+const originOf = async (app: INestApplication) => await loopbackUrl(app);
 
 describe('hostile clients at the HTTP edge', () => {
   let db: TestDatabase;

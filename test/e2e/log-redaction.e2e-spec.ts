@@ -4,7 +4,7 @@ import { AppLogger } from '../../src/logging/app-logger.js';
 import { ApiKeysService } from '../../src/principals/api-keys.service.js';
 import { rpc } from '../support/mcp-http.js';
 import { PROXY_SECRET } from '../support/tasks-e2e.js';
-import { createTestApp } from '../support/test-app.js';
+import { createTestApp, loopbackUrl } from '../support/test-app.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
 
 /** A careless handler: logs the credentials it was sent, as a library error message sometimes does. */
@@ -47,7 +47,7 @@ describe('log output keeps credentials out (real app, captured JSON logs)', () =
       [CarelessModule],
       { logger: new AppLogger({ json: true, level: 'verbose', write: (l) => lines.push(l) }) },
     );
-    base = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+    base = await loopbackUrl(app);
   });
   afterAll(async () => {
     await app.close();

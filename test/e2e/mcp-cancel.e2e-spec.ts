@@ -1,6 +1,6 @@
 import type { INestApplication } from '@nestjs/common';
 import { openSession, rpc, sessionHeaders } from '../support/mcp-http.js';
-import { createTestApp } from '../support/test-app.js';
+import { createTestApp, loopbackUrl } from '../support/test-app.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
 
 /**
@@ -18,8 +18,8 @@ describe('cancelling a legacy request', () => {
     db = await createTestDatabase('cancel');
     a = await createTestApp(db.url, { MCP_CONFORMANCE_FIXTURES: 'true' });
     b = await createTestApp(db.url, { MCP_CONFORMANCE_FIXTURES: 'true' });
-    urlA = `${await a.getUrl()}/mcp`.replace('[::1]', '127.0.0.1');
-    urlB = `${await b.getUrl()}/mcp`.replace('[::1]', '127.0.0.1');
+    urlA = await loopbackUrl(a, '/mcp');
+    urlB = await loopbackUrl(b, '/mcp');
   });
   afterAll(async () => {
     await Promise.all([a.close(), b.close()]);

@@ -1,6 +1,6 @@
 import type { INestApplication } from '@nestjs/common';
 import { LEGACY, openSession, openStream, rpc, sessionHeaders, type RpcAnswer } from '../support/mcp-http.js';
-import { createTestApp } from '../support/test-app.js';
+import { createTestApp, loopbackUrl } from '../support/test-app.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
 
 const PROXY_SECRET = 'proxy-secret-legacy-0123456789';
@@ -63,7 +63,7 @@ describe('MCP legacy era over raw Streamable HTTP', () => {
       SSE_KEEPALIVE_MS: '1000',
       SSE_RETRY_MS: '250',
     });
-    url = `${await app.getUrl()}/mcp`.replace('[::1]', '127.0.0.1');
+    url = await loopbackUrl(app, '/mcp');
   });
   afterAll(async () => {
     await app.close();

@@ -11,7 +11,7 @@ import {
   rpc,
   type RpcAnswer,
 } from '../support/mcp-http.js';
-import { createTestApp } from '../support/test-app.js';
+import { createTestApp, loopbackUrl } from '../support/test-app.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
 
 const PROXY_SECRET = 'proxy-secret-modern-0123456789';
@@ -119,7 +119,7 @@ describe('MCP 2026-07-28 over raw Streamable HTTP', () => {
       },
       [SlowToolModule],
     );
-    url = `${await app.getUrl()}/mcp`.replace('[::1]', '127.0.0.1');
+    url = await loopbackUrl(app, '/mcp');
   });
   afterAll(async () => {
     await app.close();

@@ -9,7 +9,7 @@ import {
   type Progress,
 } from '@modelcontextprotocol/sdk/types.js';
 import { LEGACY, openSession, openStream, rpc, sessionHeaders, type SseEvent } from '../support/mcp-http.js';
-import { createTestApp } from '../support/test-app.js';
+import { createTestApp, loopbackUrl } from '../support/test-app.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
 
 /**
@@ -42,7 +42,7 @@ describe('MCP over Streamable HTTP with the official SDK client', () => {
   beforeAll(async () => {
     db = await createTestDatabase('sdk');
     app = await createTestApp(db.url, { MCP_CONFORMANCE_FIXTURES: 'true', SSE_RETRY_MS: '50' });
-    url = `${await app.getUrl()}/mcp`.replace('[::1]', '127.0.0.1');
+    url = await loopbackUrl(app, '/mcp');
   });
   afterAll(async () => {
     for (const c of clients) await c.close().catch(() => undefined);

@@ -13,7 +13,7 @@ import {
   rpcId,
   waitFor,
 } from '../support/tasks-e2e.js';
-import { createTestApp } from '../support/test-app.js';
+import { createTestApp, loopbackUrl } from '../support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../support/test-database.js';
 
 type Stream = Awaited<ReturnType<typeof openStream>>;
@@ -45,8 +45,8 @@ describe('notifications survive a lost LISTEN connection (real HTTP, real Postgr
     };
     a = await createTestApp(proxy.via(db.url), env);
     b = await createTestApp(db.url, env);
-    urlA = `${await a.getUrl()}/mcp`.replace('[::1]', '127.0.0.1');
-    urlB = `${await b.getUrl()}/mcp`.replace('[::1]', '127.0.0.1');
+    urlA = await loopbackUrl(a, '/mcp');
+    urlB = await loopbackUrl(b, '/mcp');
     const name = a.get(PgBusService).applicationName;
     isListenerOfA = (app) => app === name;
   });

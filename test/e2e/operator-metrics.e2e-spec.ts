@@ -3,7 +3,7 @@ import { DataSource, type QueryRunner } from 'typeorm';
 import { JanitorService } from '../../src/janitor/janitor.service.js';
 import { modernCall, modernHeaders, modernMeta, openStream, responseOf } from '../support/mcp-http.js';
 import { EXT_CAPS, LegacyClient, rpcId, waitFor } from '../support/tasks-e2e.js';
-import { createTestApp } from '../support/test-app.js';
+import { createTestApp, loopbackUrl } from '../support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../support/test-database.js';
 
 const POOL_MAX = 4;
@@ -49,7 +49,7 @@ describe('operator metrics on /metrics (real HTTP, real PostgreSQL)', () => {
       DB_POOL_MAX: String(POOL_MAX),
       TASK_EXPIRED_GRACE_MS: '0',
     });
-    base = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+    base = await loopbackUrl(app);
     url = `${base}/mcp`;
   });
   afterAll(async () => {

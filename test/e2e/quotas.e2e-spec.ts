@@ -12,7 +12,7 @@ import {
   PROXY_SECRET,
   waitFor,
 } from '../support/tasks-e2e.js';
-import { createTestApp } from '../support/test-app.js';
+import { createTestApp, loopbackUrl } from '../support/test-app.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
 
 const PROXY = { AUTH_PROVIDERS: 'proxy', AUTH_PROXY_SECRET: PROXY_SECRET, MCP_CONFORMANCE_FIXTURES: 'true' };
@@ -51,7 +51,7 @@ describe('per-principal quotas (over real HTTP)', () => {
       QUOTA_SESSION_CLIENT_BYTES: '512',
       QUOTA_RETAINED_TASKS_PER_OWNER: '2',
     });
-    url = `${await app.getUrl()}/mcp`.replace('[::1]', '127.0.0.1');
+    url = await loopbackUrl(app, '/mcp');
   });
 
   afterAll(async () => {
@@ -308,7 +308,7 @@ describe('request rates (token buckets over real HTTP)', () => {
     await db?.drop();
   });
 
-  const urlOf = async (app: INestApplication) => `${await app.getUrl()}/mcp`.replace('[::1]', '127.0.0.1');
+  const urlOf = async (app: INestApplication) => await loopbackUrl(app, '/mcp');
 
   it('per principal: past the burst a 429 with Retry-After; another principal is unaffected', async () => {
     const url = await urlOf(principalApp);

@@ -13,7 +13,7 @@ import {
   RELATED_TASK,
   waitFor,
 } from '../support/tasks-e2e.js';
-import { createTestApp } from '../support/test-app.js';
+import { createTestApp, loopbackUrl } from '../support/test-app.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
 
 const MAX_TTL_MS = 120000;
@@ -47,7 +47,7 @@ describe('tasks in the 2025-11-25 era (real HTTP)', () => {
       TASK_MAX_PER_OWNER: String(MAX_PER_OWNER),
       TASK_POLL_INTERVAL_MS: '250',
     });
-    url = `${await app.getUrl()}/mcp`.replace('[::1]', '127.0.0.1');
+    url = await loopbackUrl(app, '/mcp');
   });
   afterAll(async () => {
     await app.close();

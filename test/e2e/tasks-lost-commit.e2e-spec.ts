@@ -3,7 +3,7 @@ import pg from 'pg';
 import { AdvisoryLockKey } from '../../src/database/advisory-locks.js';
 import { PgProxy } from '../support/pg-proxy.js';
 import { LegacyClient, waitFor } from '../support/tasks-e2e.js';
-import { createTestApp } from '../support/test-app.js';
+import { createTestApp, loopbackUrl } from '../support/test-app.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
 
 /**
@@ -22,7 +22,7 @@ describe('a creation group whose COMMIT answer is lost, over HTTP', () => {
     db = await createTestDatabase('lost_commit_e2e');
     proxy = await PgProxy.start(db.url);
     app = await createTestApp(proxy.via(db.url), { MCP_BENCH_TOOLS: 'true', JANITOR_ENABLED: 'false' });
-    url = `${await app.getUrl()}/mcp`.replace('[::1]', '127.0.0.1');
+    url = await loopbackUrl(app, '/mcp');
   });
   afterAll(async () => {
     await app?.close();
@@ -88,7 +88,7 @@ describe('a tasks/cancel whose COMMIT answer is lost, over HTTP', () => {
       MCP_CONFORMANCE_FIXTURES: 'true',
       JANITOR_ENABLED: 'false',
     });
-    url = `${await app.getUrl()}/mcp`.replace('[::1]', '127.0.0.1');
+    url = await loopbackUrl(app, '/mcp');
   });
   afterAll(async () => {
     await app?.close();

@@ -14,7 +14,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { JanitorService } from '../../src/janitor/janitor.service.js';
 import { modernCall, responseOf, rpc } from '../support/mcp-http.js';
 import { EXT_CAPS, LegacyClient, rpcId, waitFor } from '../support/tasks-e2e.js';
-import { createTestApp } from '../support/test-app.js';
+import { createTestApp, loopbackUrl } from '../support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../support/test-database.js';
 
 /** A W3C traceparent the "client" started, with fresh random ids. */
@@ -57,7 +57,7 @@ describe('OpenTelemetry spans (in-memory exporter, real HTTP)', () => {
       JANITOR_ENABLED: 'false',
       TASK_POLL_INTERVAL_MS: '250',
     });
-    url = `${await app.getUrl()}/mcp`.replace('[::1]', '127.0.0.1');
+    url = await loopbackUrl(app, '/mcp');
   });
   afterAll(async () => {
     await app.close();

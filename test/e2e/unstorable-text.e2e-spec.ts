@@ -1,7 +1,7 @@
 import type { INestApplication } from '@nestjs/common';
 import { responseOf, rpc, sessionHeaders } from '../support/mcp-http.js';
 import { asUser, freshUser, LegacyClient, modern, PROXY_SECRET, waitFor } from '../support/tasks-e2e.js';
-import { createTestApp } from '../support/test-app.js';
+import { createTestApp, loopbackUrl } from '../support/test-app.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
 
 const ELICIT = { elicitation: {} };
@@ -25,7 +25,7 @@ describe('text PostgreSQL cannot store, refused at the edge', () => {
       AUTH_PROXY_SECRET: PROXY_SECRET,
       TASK_INLINE_WINDOW_MS: '50',
     });
-    url = `${await app.getUrl()}/mcp`.replace('[::1]', '127.0.0.1');
+    url = await loopbackUrl(app, '/mcp');
   });
   afterAll(async () => {
     await app?.close();

@@ -6,7 +6,7 @@ import { LEGACY, MODERN, modernCall, openSession, rpc, sessionHeaders } from '..
 import { answerElicitationWithError, newSeries, scrapeSeries } from '../support/metric-series.js';
 import { MCP_POST, rawRequest, type RawAnswer } from '../support/raw-http.js';
 import { PROXY_SECRET } from '../support/tasks-e2e.js';
-import { createTestApp } from '../support/test-app.js';
+import { createTestApp, loopbackUrl } from '../support/test-app.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
 
 /**
@@ -34,7 +34,7 @@ const PING = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' });
 /** A token refills in 1 s at RATE_LIMIT_ADDRESS_RPS=1: a second request sooner than this must meet none. */
 const REFILL_MARGIN_MS = 800;
 
-const originOf = async (app: INestApplication) => (await app.getUrl()).replace('[::1]', '127.0.0.1');
+const originOf = async (app: INestApplication) => await loopbackUrl(app);
 
 /** A source address no earlier run used, so its per-address bucket starts full (one token). */
 let addressSeq = 0;

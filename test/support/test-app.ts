@@ -44,3 +44,11 @@ export async function createTestApp(
   await app.listen(0, '127.0.0.1');
   return app;
 }
+
+/**
+ * The app's address as clients here dial it: Nest reports the IPv6 loopback when it listens on every
+ * address, and the tests (and the Host/Origin checks) use 127.0.0.1. `path` is appended (e.g. `/mcp`).
+ */
+export async function loopbackUrl(app: INestApplication, path = ''): Promise<string> {
+  return `${(await app.getUrl()).replace('[::1]', '127.0.0.1')}${path}`;
+}
