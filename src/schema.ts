@@ -18,6 +18,7 @@ import { SessionPrincipalLiveIndex1765071946000 } from '../migrations/1765071946
 import { TaskUsageCounters1765110000000 } from '../migrations/1765110000000-task-usage-counters.js';
 import { TaskUsageBulkInsert1765120000000 } from '../migrations/1765120000000-task-usage-bulk-insert.js';
 import { OutstandingClientRequests1765130000000 } from '../migrations/1765130000000-outstanding-client-requests.js';
+import { DurableExecution1765200000000 } from '../migrations/1765200000000-durable-execution.js';
 
 /**
  * The one list of entities and migrations, kept at the composition root: `database/` builds the data source
@@ -47,6 +48,7 @@ export const MIGRATIONS = [
   TaskUsageCounters1765110000000,
   TaskUsageBulkInsert1765120000000,
   OutstandingClientRequests1765130000000,
+  DurableExecution1765200000000,
 ];
 
 /** The schema as `database/` takes it (see `buildDataSourceOptions`). */

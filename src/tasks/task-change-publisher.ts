@@ -3,6 +3,7 @@ import { PgBusService } from '../bus/pg-bus.service.js';
 import type { SqlTx } from '../database/sql-transaction.js';
 import type { TaskStatus } from './task-state.js';
 import type { TaskChange, TaskSnapshot } from './task.types.js';
+import { TASK_QUEUE_CHANNEL, type QueuedNotice } from './task-queue.js';
 
 /** The bus channel every task change goes out on (ids and status only; receivers re-read). */
 export const TASK_CHANNEL = 'mcp_task_changed';
@@ -58,5 +59,15 @@ export class TaskChangePublisher {
     };
     for (const hook of this.changeHooks) await hook(m, task, previous);
     await this.bus.publish(TASK_CHANNEL, { ...change }, m);
+  }
+
+  /**
+   * Announces, inside `m`, that a queued task (no instance) becomes claimable at its available_at: claimers
+   * on every instance wake at commit (TASK_QUEUE_CHANNEL), never on rollback.
+   */
+  async announceQueued(m: SqlTx, task: TaskSnapshot): Promise<void> {
+    if (task.instanceId !== null || task.status !== 'working' || !task.availableAt) return;
+    const notice: QueuedNotice = { taskId: task.id, availableAtMs: task.availableAt.getTime() };
+    await this.bus.publish(TASK_QUEUE_CHANNEL, { ...notice }, m);
   }
 }

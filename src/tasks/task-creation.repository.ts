@@ -21,23 +21,39 @@ export interface NewTask {
   ttlMs: number;
   pollIntervalMs: number;
   requestParams: Record<string, unknown>;
-  /** The instance that will run it (its lease starts now). */
-  instanceId: string;
+  /**
+   * The instance that will run it (its lease starts now), or null to queue it: no instance, no lease, claimable
+   * at once (available_at = now()), announced on TASK_QUEUE_CHANNEL at commit.
+   */
+  instanceId: string | null;
   leaseMs: number;
   statusMessage?: string | null;
   traceContext?: StoredTraceContext | null;
+  /** The owner's principal as the creating request saw it (for runs claimed on another instance). */
+  principal?: Record<string, unknown> | null;
+  /** From the tool's durability declaration (defaults: not resumable, one attempt). */
+  resumable?: boolean;
+  maxAttempts?: number;
+  /** An Idempotency-Key and the hash of the tool and arguments it came with. */
+  idempotencyKey?: string | null;
+  requestHash?: string | null;
+  /** The task this one redrives (`tasks retry`). */
+  redrivenFrom?: string | null;
 }
 
 const INSERT_COLUMNS = `id, owner_id, session_id, era, tool_name, status, status_message, created_at,
   last_updated_at, ttl_ms, expires_at, poll_interval_ms, request_params, instance_id, lease_expires_at,
-  trace_context`;
+  trace_context, principal, resumable, max_attempts, idempotency_key, request_hash, redriven_from, available_at`;
 /** Values one new row takes (see insertValues), and the row they make, from placeholder $offset+1 on. */
-const INSERT_ARITY = 12;
+const INSERT_ARITY = 18;
 function insertTuple(offset: number): string {
   const $ = (n: number): string => `$${n + offset}`;
+  // A row without an instance is queued: no lease, claimable from now on.
   return `(${$(1)}, ${$(2)}, ${$(3)}, ${$(4)}, ${$(5)}, 'working', ${$(6)}, ${NOW_MS}, ${NOW_MS}, ${$(7)}::int,
-           ${NOW_MS} + ${$(7)}::int * interval '1 millisecond', ${$(8)}, ${$(9)}::jsonb, ${$(10)},
-           now() + ${$(11)}::int * interval '1 millisecond', ${$(12)}::jsonb)`;
+           ${NOW_MS} + ${$(7)}::int * interval '1 millisecond', ${$(8)}, ${$(9)}::jsonb, ${$(10)}::uuid,
+           CASE WHEN ${$(10)}::uuid IS NULL THEN NULL ELSE now() + ${$(11)}::int * interval '1 millisecond' END,
+           ${$(12)}::jsonb, ${$(13)}::jsonb, ${$(14)}::boolean, ${$(15)}::int, ${$(16)}, ${$(17)}, ${$(18)},
+           CASE WHEN ${$(10)}::uuid IS NULL THEN now() ELSE NULL END)`;
 }
 function insertValues(t: NewTask): unknown[] {
   return [
@@ -53,6 +69,12 @@ function insertValues(t: NewTask): unknown[] {
     t.instanceId,
     t.leaseMs,
     t.traceContext ? JSON.stringify(t.traceContext) : null,
+    t.principal ? JSON.stringify(t.principal) : null,
+    t.resumable ?? false,
+    t.maxAttempts ?? 1,
+    t.idempotencyKey ?? null,
+    t.requestHash ?? null,
+    t.redrivenFrom ?? null,
   ];
 }
 /** INSERT of `n` rows (a commit group's creations are one statement). */
@@ -148,6 +170,7 @@ export class TaskCreationRepository {
           limits.maxTotal,
         ]);
         await this.publisher.publish(m, task, null);
+        await this.publisher.announceQueued(m, task);
         return task;
       });
     } catch (err) {
@@ -205,7 +228,10 @@ export class TaskCreationRepository {
           if (!task) throw new Error(`commit group: no row came back for task ${t.id}`);
           return task;
         });
-        for (const task of [...created].sort(bySession)) await this.publisher.publish(m, task, null);
+        for (const task of [...created].sort(bySession)) {
+          await this.publisher.publish(m, task, null);
+          await this.publisher.announceQueued(m, task);
+        }
         return created;
       },
     );

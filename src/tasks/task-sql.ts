@@ -20,7 +20,8 @@ export const TERMINAL_SQL = `('completed', 'failed', 'cancelled')`;
  */
 export const SNAPSHOT_COLUMNS = `id, owner_id, session_id, era, tool_name, status, status_message, created_at,
        last_updated_at, ttl_ms, expires_at, poll_interval_ms, request_params, result, error, input_requests,
-       input_responses, handler_state, input_rounds, generation, instance_id, lease_expires_at, trace_context`;
+       input_responses, handler_state, input_rounds, generation, instance_id, lease_expires_at, trace_context,
+       attempt, failed_attempts, max_attempts, resumable, available_at, redriven_from`;
 
 export type Row = Record<string, unknown>;
 
@@ -60,6 +61,12 @@ export function rowToSnapshot(r: Row): TaskSnapshot {
     instanceId: (r.instance_id as string | null) ?? null,
     leaseExpiresAt: (r.lease_expires_at as Date | null) ?? null,
     traceContext: (r.trace_context as StoredTraceContext | null) ?? null,
+    attempt: toNumber(r.attempt ?? 1),
+    failedAttempts: toNumber(r.failed_attempts ?? 0),
+    maxAttempts: toNumber(r.max_attempts ?? 1),
+    resumable: r.resumable === true,
+    availableAt: (r.available_at as Date | null) ?? null,
+    redrivenFrom: (r.redriven_from as string | null) ?? null,
   });
 }
 

@@ -4,10 +4,10 @@ import { TaskChangePublisher } from './task-change-publisher.js';
 import { EXPIRED } from './task-failures.js';
 import { checkInputRound, type InputLimits } from './input-round.js';
 import { TaskRowWriter, type NextState, type SweptTask } from './task-row-writer.js';
-import { LIVE_SQL, toNumber, type Row } from './task-sql.js';
+import { LIVE_SQL, NOW_MS, rowToSnapshot, SNAPSHOT_COLUMNS, toNumber, type Row } from './task-sql.js';
 import { canTransition, isLive, type TaskStatus } from './task-state.js';
 import { TaskTransactions } from './task-transactions.js';
-import { inputKeyFor, type InputRequest, type TaskSnapshot } from './task.types.js';
+import { inputKeyFor, type InputRequest, type TaskErrorPayload, type TaskSnapshot } from './task.types.js';
 import type { UnresolvedWriteError } from './unresolved-write.js';
 
 /** The identity a worker writes with: its task, the generation it was started on, and its instance. */
@@ -41,6 +41,18 @@ export type ParkResult =
   | { applied: true; task: TaskSnapshot; limitBroken: string | null }
   | { applied: false; reason: WorkerWriteRefusal; task: TaskSnapshot | null };
 
+/** How a run gives its task back to the queue (TaskWorkerRepository.requeue). */
+export interface RequeueOptions {
+  /** How long before a worker may claim it, in ms (0: at once). */
+  delayMs: number;
+  /** The run failed (an error, a lost worker): it counts against the retry budget. A hand-over does not. */
+  failed: boolean;
+  /** The failed run's error, kept as last_error (named when the attempts run out). */
+  lastError?: TaskErrorPayload | null;
+  /** What tasks/get shows while it waits (the attempt and when the next one runs). */
+  statusMessage: string;
+}
+
 /** What one lease renewal found for a run of this instance. */
 export interface LeaseState {
   generation: number;
@@ -61,6 +73,42 @@ export class TaskWorkerRepository {
     private readonly writer: TaskRowWriter,
     private readonly publisher: TaskChangePublisher,
   ) {}
+
+  /**
+   * The run gives its task back to the queue, fenced like every worker write: no instance, no lease, the
+   * generation bumped (this run is fenced out from now on), `attempt` + 1 (the next run's number), the
+   * failure counted when `failed`, and claimable `delayMs` from now by the database clock. Published as a
+   * change (statusMessage) and on TASK_QUEUE_CHANNEL, both at commit. Only a `working` task can be re-queued.
+   */
+  async requeue(fence: WorkerFence, opts: RequeueOptions): Promise<WorkerWriteResult> {
+    return this.transactions.knownTx(async (m) => {
+      const held = await this.lockForWorker(m, fence);
+      if ('refused' in held) return held.refused;
+      const current = held.current;
+      if (current.status !== 'working') return { applied: false, reason: 'not_current', task: current };
+      const [row] = await m.query<Row>(
+        `UPDATE task SET instance_id = NULL, lease_expires_at = NULL, generation = generation + 1,
+                attempt = attempt + 1, failed_attempts = failed_attempts + $2::int,
+                last_error = COALESCE($3::jsonb, last_error),
+                available_at = now() + $4::int * interval '1 millisecond', status_message = $5,
+                last_updated_at = ${NOW_MS}
+          WHERE id = $1
+          RETURNING ${SNAPSHOT_COLUMNS}, pg_current_xact_id()::text AS xact`,
+        [
+          fence.taskId,
+          opts.failed ? 1 : 0,
+          opts.lastError ? JSON.stringify(opts.lastError) : null,
+          Math.max(0, Math.floor(opts.delayMs)),
+          opts.statusMessage,
+        ],
+      );
+      this.transactions.noteXact(m, row.xact as string);
+      const task = rowToSnapshot(row);
+      await this.publisher.publish(m, task, current.status);
+      await this.publisher.announceQueued(m, task);
+      return { applied: true, task, previous: current.status };
+    });
+  }
 
   /** Legacy input over SSE: the live worker flips the visible status without giving the task up. */
   async setWorkerStatus(

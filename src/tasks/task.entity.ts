@@ -10,13 +10,20 @@ import type { InputRequest, TaskEra, TaskErrorPayload } from './task.types.js';
  * - task_owner_created_idx: tasks/list keyset pagination (owner, created_at DESC, id DESC);
  * - task_owner_status_idx: the live-task count per owner under the creation lock;
  * - task_status_lease_idx: the janitor's lapsed-lease sweep and the live count by status;
- * - task_expires_idx: the janitor's expiry and deletion sweeps.
+ * - task_expires_idx: the janitor's expiry and deletion sweeps;
+ * - task_claim_idx: the claim of queued work (working, no instance) by available_at;
+ * - task_owner_idempotency_idx: one task per (owner, Idempotency-Key) while it exists.
  */
 @Entity({ name: 'task' })
 @Index('task_owner_created_idx', ['ownerId', 'createdAt', 'id'])
 @Index('task_owner_status_idx', ['ownerId', 'status'])
 @Index('task_status_lease_idx', ['status', 'leaseExpiresAt'])
 @Index('task_expires_idx', ['expiresAt'])
+@Index('task_claim_idx', ['availableAt'], { where: `status = 'working' AND instance_id IS NULL` })
+@Index('task_owner_idempotency_idx', ['ownerId', 'idempotencyKey'], {
+  unique: true,
+  where: 'idempotency_key IS NOT NULL',
+})
 @Check('task_status_check', `"status" IN ('working', 'input_required', 'completed', 'failed', 'cancelled')`)
 @Check('task_era_check', `"era" IN ('legacy', 'modern')`)
 export class Task {
@@ -97,4 +104,47 @@ export class Task {
   /** W3C context of the span that created the task (telemetry/trace-context.ts); null when untraced. */
   @Column({ type: 'jsonb', nullable: true })
   traceContext: StoredTraceContext | null;
+
+  /** The run the task is on: 1 for the first, +1 for each retry, hand-over or rescue (migration 1765200000000). */
+  @Column({ type: 'integer', default: 1 })
+  attempt: number;
+
+  /** Runs that failed (errors, lost workers): what the retry budget counts. Hand-overs do not. */
+  @Column({ type: 'integer', default: 0 })
+  failedAttempts: number;
+
+  /** From the tool's retry policy at creation (1: no retries). */
+  @Column({ type: 'integer', default: 1 })
+  maxAttempts: number;
+
+  /** From the tool's declaration at creation: a lost or drained run is re-queued instead of failed. */
+  @Column({ type: 'boolean', default: false })
+  resumable: boolean;
+
+  /** The last progress state the handler saved (fenced by the run's generation). */
+  @Column({ type: 'jsonb', nullable: true })
+  checkpoint: unknown;
+
+  /** The error of the last failed run. */
+  @Column({ type: 'jsonb', nullable: true })
+  lastError: TaskErrorPayload | null;
+
+  /** Set while queued (working, no instance): the earliest time a worker may claim it. */
+  @Column({ type: 'timestamptz', nullable: true })
+  availableAt: Date | null;
+
+  /** The owner's principal as the creating request saw it, for runs claimed elsewhere. */
+  @Column({ type: 'jsonb', nullable: true })
+  principal: Record<string, unknown> | null;
+
+  @Column({ type: 'text', nullable: true })
+  idempotencyKey: string | null;
+
+  /** Hash of the tool and arguments the idempotency key was used with. */
+  @Column({ type: 'text', nullable: true })
+  requestHash: string | null;
+
+  /** The task `tasks retry` created this one from. */
+  @Column({ type: 'text', nullable: true })
+  redrivenFrom: string | null;
 }

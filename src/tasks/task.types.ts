@@ -58,6 +58,18 @@ export interface TaskSnapshot {
   readonly leaseExpiresAt: Date | null;
   /** The trace context of the span that created the task, or null when it was not traced. */
   readonly traceContext: StoredTraceContext | null;
+  /** The run the task is on (1 for the first; each retry, hand-over or rescue starts the next). */
+  readonly attempt: number;
+  /** Runs that failed (errors, lost workers): the retry budget's measure. Hand-overs do not count. */
+  readonly failedAttempts: number;
+  /** The tool's retry budget, fixed at creation (1: no retries). */
+  readonly maxAttempts: number;
+  /** The tool declared its work resumable: a lost or drained run is re-queued, not failed. */
+  readonly resumable: boolean;
+  /** Set while queued (working, no instance): when a worker may claim it. */
+  readonly availableAt: Date | null;
+  /** The task `tasks retry` created this one from, if any. */
+  readonly redrivenFrom: string | null;
 }
 
 /** What the executor reports when a run of the work ends. */

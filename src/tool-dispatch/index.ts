@@ -18,6 +18,8 @@ export {
   type SampleParams,
   type SampleResult,
   type TaskSupport,
+  type RetryPolicy,
+  type ToolDurability,
   type ToolContext,
 } from './tool-context.js';
 export { McpNotifier } from './mcp-notifier.js';

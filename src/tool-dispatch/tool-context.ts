@@ -9,6 +9,44 @@ import { JsonRpcError } from '../common/json-rpc-error.js';
 
 export type TaskSupport = 'forbidden' | 'optional' | 'required';
 
+/**
+ * How a task's work is tried again after a run throws. The budget counts failed runs (errors and lost
+ * workers); a hand-over at drain is not a failure and does not count.
+ */
+export interface RetryPolicy {
+  /** Runs in all, the first included (1..100). */
+  maxAttempts: number;
+  /** Wait before the second run, in ms. */
+  initialDelayMs: number;
+  /** Each further wait is the previous one times this (>= 1). Default 2. */
+  factor?: number;
+  /** No wait is longer than this, in ms. Default 60000. */
+  maxDelayMs?: number;
+  /**
+   * Which thrown errors start another run. Default: every error except a McpProtocolError (a deliberate
+   * protocol answer) and the run's own cancellation.
+   */
+  retryOn?: (error: unknown) => boolean;
+}
+
+/**
+ * A tool's opt-in to durable execution, declared next to `taskSupport`. Tools that declare nothing keep the
+ * plain behaviour: one run, failed when its instance drains or dies.
+ */
+export interface ToolDurability {
+  /**
+   * The work can be run again from its last checkpoint (`ctx.checkpoint`): a run released at drain or lost
+   * with its instance is queued for another worker instead of failed.
+   */
+  resumable?: boolean;
+  retry?: RetryPolicy;
+  /**
+   * The longest a run is expected to take, in ms: a task created without a ttl is granted this plus
+   * TASK_DEFAULT_TTL_MS (clamped by TASK_MAX_TTL_MS), so a default never expires it mid-run.
+   */
+  maxRunMs?: number;
+}
+
 export type LoggingLevel =
   'debug' | 'info' | 'notice' | 'warning' | 'error' | 'critical' | 'alert' | 'emergency';
 

@@ -1,5 +1,5 @@
 import { DiscoveryService } from '@nestjs/core';
-import type { TaskSupport } from '../tool-context.js';
+import type { TaskSupport, ToolDurability } from '../tool-context.js';
 import type { SchemaSource, ToolAnnotations } from '../tool-dispatch.types.js';
 
 export interface McpToolOptions {
@@ -16,6 +16,8 @@ export interface McpToolOptions {
   output?: SchemaSource;
   /** Whether the call may, must or must not run as a task. Default `'forbidden'`. */
   taskSupport?: TaskSupport;
+  /** Retries, resumability and expected run length of the work when it runs as a task (tool-authoring.md). */
+  durability?: ToolDurability;
   /** Scopes the caller must all hold. */
   scopes?: string[];
   annotations?: ToolAnnotations;
