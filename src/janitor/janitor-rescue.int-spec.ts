@@ -4,7 +4,10 @@ import { createTestDatabase, withClient, type TestDatabase } from '../../test/su
 import { metricValue, sleep, waitFor } from '../../test/support/controlled-executor.js';
 import { PgBusService } from '../bus/pg-bus.service.js';
 import { queuedNotice, TASK_QUEUE_CHANNEL, type QueuedNotice } from '../tasks/task-queue.js';
-import { TasksService, type CreateTaskInput } from '../tasks/tasks.service.js';
+import { InstancesService } from '../instances/instances.service.js';
+import { TaskCreationRepository } from '../tasks/task-creation.repository.js';
+import { TasksService } from '../tasks/tasks.service.js';
+import { newTaskRow } from '../../test/support/task-registry.js';
 import { JanitorService } from './janitor.service.js';
 
 const LEASE_MS = 1000;
@@ -17,12 +20,7 @@ const ENV = {
 };
 const WORKER_LOST = 'worker lost: the server running this task stopped';
 
-const input = (ownerId: string): CreateTaskInput => ({
-  ownerId,
-  era: 'modern',
-  toolName: 'slow_tool',
-  requestParams: { name: 'slow_tool', arguments: {} },
-});
+const LIMITS = { maxPerOwner: 100, maxTotal: 1000, maxRetainedPerOwner: 1000 };
 
 /**
  * Rescue after a lost worker (issue 22, item 6), on real PostgreSQL: a resumable task with attempts left is
@@ -48,12 +46,15 @@ describe('janitor rescue of resumable tasks (real PostgreSQL)', () => {
     await db.drop();
   });
 
-  /** A task created here and never run (nobody renews its lease), with the durability columns given. */
+  /** A task leased to this instance and never run (nobody renews its lease), with the given durability. */
   const lostTask = async (
     ownerId: string,
     cols: { resumable: boolean; maxAttempts: number; attempt?: number; failedAttempts?: number },
   ) => {
-    const t = await app.get(TasksService).create(input(ownerId));
+    const me = app.get(InstancesService).instanceId;
+    const t = await app
+      .get(TaskCreationRepository)
+      .insertWithLimits({ ...newTaskRow(me, ownerId), toolName: 'slow_tool', leaseMs: LEASE_MS }, LIMITS);
     await withClient(db.url, (c) =>
       c.query(
         `UPDATE task SET resumable = $2, max_attempts = $3, attempt = $4, failed_attempts = $5,
