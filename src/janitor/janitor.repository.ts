@@ -2,13 +2,13 @@ import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { AdvisoryLockKey } from '../database/advisory-locks.js';
 import type { SqlTx } from '../database/sql-transaction.js';
-import { EXPIRED, WORKER_LOST_MESSAGE } from '../tasks/task-failures.js';
+import { EXPIRED } from '../tasks/task-failures.js';
 import { TaskRowWriter, type SweptTask } from '../tasks/task-row-writer.js';
+import { planRescue } from './janitor-rescue.js';
 import { LIVE_SQL, returned, TERMINAL_SQL, toNumber, type Row } from '../tasks/task-sql.js';
 import type { TaskStatus } from '../tasks/task-state.js';
 import type { StoredTraceContext } from '../telemetry/trace-context.js';
 import { TaskTransactions } from '../tasks/task-transactions.js';
-import type { TaskErrorPayload } from '../tasks/task.types.js';
 
 export type JanitorStep = 'expire' | 'lease_lapsed' | 'instance_gone' | 'delete';
 
@@ -24,8 +24,9 @@ function toSwept(r: Row): SweptTask {
 
 /**
  * The janitor's queries on the task table (JanitorService): the sweep's bounded batches under the janitor's
- * advisory lock, startup recovery, and its lag gauge. Batches fail rows through the shared row writes
- * (TaskRowWriter.failRows), so each change is published like any other.
+ * advisory lock, startup recovery, and its lag gauge. Batches fail (TaskRowWriter.failRows) or rescue
+ * (TaskRowWriter.rescueRows) rows through the shared row writes, so each change is published like any other.
+ * A rescued task that is re-queued stays `working` (the SweptTask says so); planRescue decides.
  */
 @Injectable()
 export class JanitorRepository {
@@ -83,7 +84,7 @@ export class JanitorRepository {
     }, true);
   }
 
-  /** Startup recovery outside the janitor lock: idempotent (SKIP LOCKED, status checked in SQL). */
+  /** Startup recovery outside the janitor lock (rescues, see planRescue): idempotent (SKIP LOCKED, status checked in SQL). */
   async failOrphaned(
     selfInstanceId: string,
     staleInstanceMs: number,
@@ -107,31 +108,49 @@ export class JanitorRepository {
   ): Promise<SweptTask[]> {
     let select: string;
     let params: unknown[];
-    let error: TaskErrorPayload;
     switch (step) {
       case 'expire':
-        select = `SELECT id, status AS prev FROM task WHERE status IN ${LIVE_SQL} AND expires_at <= now()
-                  ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED`;
-        params = [opts.batchSize];
-        error = EXPIRED;
-        break;
+        return this.writer.failRows(
+          m,
+          `SELECT id, status AS prev FROM task WHERE status IN ${LIVE_SQL} AND expires_at <= now()
+           ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED`,
+          [opts.batchSize],
+          EXPIRED,
+        );
       case 'lease_lapsed':
-        select = `SELECT id, status AS prev FROM task WHERE status IN ${LIVE_SQL} AND instance_id IS NOT NULL
+        select = `SELECT id FROM task WHERE status IN ${LIVE_SQL} AND instance_id IS NOT NULL
                   AND lease_expires_at < now() LIMIT $1 FOR UPDATE SKIP LOCKED`;
         params = [opts.batchSize];
-        error = { code: -32603, message: WORKER_LOST_MESSAGE };
         break;
       case 'instance_gone':
         // The instance that holds the task is stopped, silent for too long, or unknown: it will never finish it.
-        select = `SELECT t.id, t.status AS prev FROM task t LEFT JOIN service_instance si ON si.id = t.instance_id
+        select = `SELECT t.id FROM task t LEFT JOIN service_instance si ON si.id = t.instance_id
                   WHERE t.status IN ${LIVE_SQL} AND t.instance_id IS NOT NULL AND t.instance_id <> $2
                     AND (si.id IS NULL OR si.stopped_at IS NOT NULL
                          OR si.heartbeat_at < now() - $3::int * interval '1 millisecond')
                   LIMIT $1 FOR UPDATE OF t SKIP LOCKED`;
         params = [opts.batchSize, opts.selfInstanceId, opts.staleInstanceMs];
-        error = { code: -32603, message: WORKER_LOST_MESSAGE };
         break;
     }
-    return this.writer.failRows(m, select, params, error);
+    // The rows are locked by the inner select; the rescue is decided per row from what they hold.
+    const lost = await m.query<Row>(
+      `WITH due AS MATERIALIZED (${select})
+       SELECT t.id, t.status, t.resumable, t.attempt, t.failed_attempts, t.max_attempts
+         FROM task t JOIN due ON due.id = t.id`,
+      params,
+    );
+    return this.writer.rescueRows(
+      m,
+      lost.map((r) =>
+        planRescue({
+          id: r.id as string,
+          status: r.status as TaskStatus,
+          resumable: r.resumable === true,
+          attempt: toNumber(r.attempt),
+          failedAttempts: toNumber(r.failed_attempts),
+          maxAttempts: toNumber(r.max_attempts),
+        }),
+      ),
+    );
   }
 }

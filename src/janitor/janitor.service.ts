@@ -30,10 +30,12 @@ export interface JanitorReport {
  * connection is pinned and a crashed sweeper releases it at once). Each run, in bounded batches:
  * 1. expire: live tasks past created + ttl → failed "Task expired" (workers aborted and waiters woken through
  *    the change notification);
- * 2. lease_lapsed: live tasks whose lease ran out (their process died) → failed "worker lost";
- * 3. instance_gone: live tasks held by a stopped or silent instance → failed "worker lost";
+ * 2. lease_lapsed: live tasks whose lease ran out (their process died) → rescued;
+ * 3. instance_gone: live tasks held by a stopped or silent instance → rescued;
  * 4. delete: finished tasks past created + ttl + TASK_EXPIRED_GRACE_MS → deleted.
  * Every step is idempotent: rows are claimed with FOR UPDATE SKIP LOCKED and re-checked in SQL.
+ * A rescue (planRescue) re-queues a resumable task that has attempts left as its next attempt, claimable at
+ * once by any instance; any other task fails "worker lost" (a resumable one out of attempts says how many).
  *
  * Outage grace: during a database outage no instance can renew its leases or heartbeat, so right after it
  * every lease and heartbeat looks lapsed although the workers are alive. Steps 2 and 3 therefore wait until
@@ -42,7 +44,7 @@ export interface JanitorReport {
  * the leases of the really dead are still lapsed. Expiry and deletion are not postponed (they judge created
  * + ttl, which an outage does not change). The cost: a worker that died during the outage is declared lost
  * one lease period later.
- * At startup each instance also fails the tasks left running by stopped or silent instances (its own
+ * At startup each instance also rescues the tasks left running by stopped or silent instances (its own
  * previous incarnations included) without waiting for their leases.
  */
 @Injectable()
@@ -123,7 +125,7 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
   async onApplicationBootstrap(): Promise<void> {
     try {
       const n = await this.recoverOrphans();
-      if (n > 0) this.logger.warn(`failed ${n} task(s) left running by stopped instances`);
+      if (n > 0) this.logger.warn(`rescued ${n} task(s) left running by stopped instances`);
     } catch (err) {
       this.logger.error(`startup recovery failed: ${errorMessage(err)}`);
     }
@@ -143,7 +145,7 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
     await this.sweeping?.catch(() => undefined);
   }
 
-  /** Fails live tasks held by stopped or silent instances (never this one). Returns how many. */
+  /** Rescues live tasks held by stopped or silent instances (never this one). Returns how many. */
   recoverOrphans(): Promise<number> {
     return this.traced('janitor recover_orphans', () => this.recoverOrphansNow());
   }
@@ -242,12 +244,14 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
           this.taskMetrics.taskFinished(t, 'expired');
           break;
         case 'lease_lapsed':
-          this.taskMetrics.taskFinished(t, 'failed');
-          this.taskMetrics.rescued(t.toolName, 'failed_lease_lapsed');
-          break;
         case 'instance_gone':
-          this.taskMetrics.taskFinished(t, 'failed');
-          this.taskMetrics.rescued(t.toolName, 'failed_instance_gone');
+          // A rescued task still working was re-queued for its next attempt; it has not finished.
+          if (t.status === 'working') {
+            this.taskMetrics.rescued(t.toolName, 'requeued');
+          } else {
+            this.taskMetrics.taskFinished(t, 'failed');
+            this.taskMetrics.rescued(t.toolName, 'failed');
+          }
           break;
         case 'delete':
           break;

@@ -27,7 +27,22 @@ export class LifecycleService {
   }
 
   announceDrain(): void {
-    this.announcedSince ??= Date.now();
+    if (this.announcedSince !== undefined) return;
+    this.announcedSince = Date.now();
+    this.events.emit('announce');
+  }
+
+  /**
+   * Runs `listener` when the drain is announced (at once if it already was): the moment SIGTERM arrives,
+   * before requests are refused. Work that another instance can take over is released here.
+   */
+  onDrainAnnounced(listener: () => void): () => void {
+    if (this.drainAnnounced) {
+      listener();
+      return () => undefined;
+    }
+    this.events.once('announce', listener);
+    return () => this.events.off('announce', listener);
   }
 
   get inFlightRequests(): number {

@@ -62,8 +62,8 @@ describe('metrics of a fresh instance (real app, real PostgreSQL behind a proxy)
       if (!has(text, name, labels, 0)) missing.push(`${name}${JSON.stringify(labels)}`);
     };
     for (const tool of tools) {
-      for (const outcome of ['failed_lease_lapsed', 'failed_instance_gone'])
-        expect0('mcp_task_rescues_total', { tool, outcome });
+      for (const outcome of ['requeued', 'failed']) expect0('mcp_task_rescues_total', { tool, outcome });
+      expect0('mcp_task_handovers_total', { tool });
       for (const status of ['completed', 'failed', 'cancelled', 'expired'])
         expect0('mcp_tasks_finished_total', { tool, status });
       for (const mode of ['immediate', 'escalated']) expect0('mcp_tasks_created_total', { tool, mode });

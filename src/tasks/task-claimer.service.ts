@@ -36,7 +36,8 @@ const MAX_CLAIMS_PER_WAKE = 64;
  * - Wakes: a TASK_QUEUE_CHANNEL notice (at once when due, else one timer for the earliest future
  *   available_at), a local run giving its slot back while the queue may hold work, a bus reconnect, and a
  *   safety poll every TASK_CLAIM_POLL_MS. One claim loop runs at a time; a wake during it runs it again.
- * - Never while draining, and never on INSTANCE_ROLE=web (its slots are 0).
+ * - Never once the drain is announced (SIGTERM: resumable runs are being handed over to the queue, and this
+ *   instance must not take them back), and never on INSTANCE_ROLE=web (its slots are 0).
  */
 @Injectable()
 export class TaskClaimer
@@ -126,7 +127,7 @@ export class TaskClaimer
       this.runner.onRunSettled(() => {
         if (this.backlog) this.wake();
       }),
-      this.lifecycle.onDrain(() => this.clearTimer()),
+      this.lifecycle.onDrainAnnounced(() => this.clearTimer()),
     );
   }
 
@@ -160,7 +161,7 @@ export class TaskClaimer
   }
 
   private mayRun(): boolean {
-    return this.instancesConfig.runsTaskWork && !this.stopped && !this.lifecycle.draining;
+    return this.instancesConfig.runsTaskWork && !this.stopped && !this.lifecycle.drainAnnounced;
   }
 
   private busy(): number {

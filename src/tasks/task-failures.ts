@@ -14,3 +14,21 @@ export const WORKER_LOST_MESSAGE = 'worker lost: the server running this task st
 /** A task still running on an instance whose shutdown grace ran out (the task runner's drain). */
 export const SHUTDOWN_ERROR: TaskErrorPayload = { code: -32603, message: 'server shutting down' };
 export const SHUTDOWN_STATUS = 'server shutting down: the task was interrupted';
+
+/**
+ * A task that fails for good after its runs used up the retry budget (max_attempts): how many runs it had
+ * and what the last one ended with (a handler's error, a lost worker). Retries and rescues share it.
+ */
+export function attemptsExhausted(attempts: number, lastMessage: string): string {
+  return `Failed after ${attempts} attempts: ${lastMessage}`;
+}
+
+/** The statusMessage of a resumable task this instance released at shutdown (TaskRunnerService). */
+export function handedOverMessage(nextAttempt: number): string {
+  return `Handed over at shutdown: attempt ${nextAttempt} waits for a worker`;
+}
+
+/** The statusMessage of a resumable task the janitor re-queued after its worker was lost. */
+export function rescuedMessage(lostAttempt: number): string {
+  return `Rescued: the worker of attempt ${lostAttempt} was lost; attempt ${lostAttempt + 1} waits for a worker`;
+}

@@ -9,11 +9,12 @@ import { TasksAdminRepository } from './tasks-admin.repository.js';
 
 export type FinishedStatus = 'completed' | 'failed' | 'cancelled' | 'expired';
 export type CreationMode = 'immediate' | 'escalated';
-export type RescueOutcome = 'failed_lease_lapsed' | 'failed_instance_gone';
+/** A lost worker's task re-queued for its next attempt (resumable, budget left), or failed. */
+export type RescueOutcome = 'requeued' | 'failed';
 
 const FINISHED_STATUSES: readonly FinishedStatus[] = ['completed', 'failed', 'cancelled', 'expired'];
 const CREATION_MODES: readonly CreationMode[] = ['immediate', 'escalated'];
-const RESCUE_OUTCOMES: readonly RescueOutcome[] = ['failed_lease_lapsed', 'failed_instance_gone'];
+const RESCUE_OUTCOMES: readonly RescueOutcome[] = ['requeued', 'failed'];
 /** The final worker writes (task-runner.service.ts WriteOp). */
 const WRITE_OPS = ['complete', 'fail', 'park'] as const;
 const COMMIT_GROUP_KINDS = ['create', 'finish'] as const;
@@ -31,6 +32,7 @@ export class TaskMetrics implements OnModuleInit {
   private readonly duration: Histogram<'tool' | 'status'>;
   private readonly stale: Counter<'tool'>;
   private readonly rescues: Counter<'tool' | 'outcome'>;
+  private readonly handovers: Counter<'tool'>;
   private readonly writeFailures: Counter<'op'>;
   private readonly writeRetries: Counter<'op'>;
   private readonly runsStarted: Counter<'tool'>;
@@ -92,8 +94,14 @@ export class TaskMetrics implements OnModuleInit {
     });
     this.rescues = new Counter({
       name: 'mcp_task_rescues_total',
-      help: 'Tasks whose worker was lost (lapsed lease or a stopped instance), by tool and outcome.',
+      help: 'Tasks whose worker was lost (lapsed lease or a stopped instance), by tool and outcome (requeued: a resumable task queued for its next attempt; failed).',
       labelNames: ['tool', 'outcome'] as const,
+      registers,
+    });
+    this.handovers = new Counter({
+      name: 'mcp_task_handovers_total',
+      help: 'Runs of resumable tasks this instance released to the queue at shutdown (claimed elsewhere, never failed), by tool.',
+      labelNames: ['tool'] as const,
       registers,
     });
     this.writeFailures = new Counter({
@@ -170,6 +178,7 @@ export class TaskMetrics implements OnModuleInit {
       this.stale.inc({ tool }, 0);
       this.runsStarted.inc({ tool }, 0);
       for (const outcome of RESCUE_OUTCOMES) this.rescues.inc({ tool, outcome }, 0);
+      this.handovers.inc({ tool }, 0);
     }
   }
 
@@ -250,5 +259,9 @@ export class TaskMetrics implements OnModuleInit {
 
   rescued(tool: string, outcome: RescueOutcome): void {
     this.rescues.inc({ tool, outcome });
+  }
+
+  handedOver(tool: string): void {
+    this.handovers.inc({ tool });
   }
 }

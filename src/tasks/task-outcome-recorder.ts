@@ -92,6 +92,10 @@ export class TaskOutcomeRecorder {
   ): Promise<void> {
     entry.settled = true;
     await entry.progress.stop();
+    if (entry.handedOver) {
+      entry.span.addEvent('task.handed_over');
+      return;
+    }
     if (entry.shutdown) {
       entry.span.addEvent('task.shutdown', { 'mcp.task.status': 'failed' });
       return;

@@ -33,6 +33,22 @@ export interface SweptTask {
   traceContext: StoredTraceContext | null;
 }
 
+/**
+ * What the janitor does with one task whose worker was lost (TaskRowWriter.rescueRows): re-queue it as its
+ * next attempt, or fail it with `error`. `lastError` is kept as last_error (a resumable task's lost run);
+ * `countFailure` adds the lost run to failed_attempts (the retry budget's measure).
+ */
+export type RescuePlan =
+  | { id: string; requeue: true; statusMessage: string; lastError: TaskErrorPayload }
+  | {
+      id: string;
+      requeue: false;
+      statusMessage: string;
+      error: TaskErrorPayload;
+      lastError: TaskErrorPayload | null;
+      countFailure: boolean;
+    };
+
 /** The mutable part of a row that one write replaces as a whole. */
 export interface NextState {
   status: TaskStatus;
@@ -189,6 +205,61 @@ export class TaskRowWriter {
     for (const r of rows) {
       const task = rowToSnapshot(r);
       await this.publisher.publish(m, task, r.previous_status as TaskStatus);
+      swept.push({
+        id: task.id,
+        toolName: task.toolName,
+        status: task.status,
+        createdAt: task.createdAt,
+        traceContext: task.traceContext,
+      });
+    }
+    return swept;
+  }
+
+  /**
+   * Carries out the janitor's plans for rows this transaction already holds locked (the step's FOR UPDATE
+   * SKIP LOCKED select): one UPDATE for all of them. A re-queued row keeps status `working` with no instance
+   * or lease, claimable now, as its next attempt (generation + 1 fences the lost run out, as on a failed
+   * row); a failed one is written as failRows writes it. Every change is published, in one session order for
+   * the whole batch, and each re-queued row is announced on the queue channel, all at commit.
+   */
+  async rescueRows(m: SqlTx, plans: readonly RescuePlan[]): Promise<SweptTask[]> {
+    if (plans.length === 0) return [];
+    const rows = returned(
+      await m.query(
+        `WITH plan AS (
+           SELECT * FROM unnest($1::text[], $2::boolean[], $3::text[], $4::jsonb[], $5::jsonb[], $6::int[])
+             AS p(id, requeue, message, error, last_error, failed)),
+         prev AS (SELECT t.id, t.status FROM task t JOIN plan ON plan.id = t.id)
+         UPDATE task t SET
+                status = CASE WHEN plan.requeue THEN 'working' ELSE 'failed' END,
+                status_message = plan.message, error = plan.error,
+                result = NULL, input_requests = '{}',
+                generation = t.generation + 1, instance_id = NULL, lease_expires_at = NULL,
+                attempt = t.attempt + CASE WHEN plan.requeue THEN 1 ELSE 0 END,
+                failed_attempts = t.failed_attempts + plan.failed,
+                last_error = COALESCE(plan.last_error, t.last_error),
+                available_at = CASE WHEN plan.requeue THEN now() ELSE NULL END,
+                last_updated_at = ${NOW_MS}
+           FROM plan JOIN prev ON prev.id = plan.id
+          WHERE t.id = plan.id
+          RETURNING t.*, prev.status AS previous_status`,
+        [
+          plans.map((p) => p.id),
+          plans.map((p) => p.requeue),
+          plans.map((p) => p.statusMessage),
+          plans.map((p) => (p.requeue ? null : JSON.stringify(p.error))),
+          plans.map((p) => (p.lastError ? JSON.stringify(p.lastError) : null)),
+          plans.map((p) => (p.requeue || p.countFailure ? 1 : 0)),
+        ],
+      ),
+    );
+    const swept: SweptTask[] = [];
+    rows.sort(bySessionRow);
+    for (const r of rows) {
+      const task = rowToSnapshot(r);
+      await this.publisher.publish(m, task, r.previous_status as TaskStatus);
+      await this.publisher.announceQueued(m, task);
       swept.push({
         id: task.id,
         toolName: task.toolName,

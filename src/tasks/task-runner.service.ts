@@ -23,13 +23,16 @@ import {
 import { TASK_CHANNEL } from './task-change-publisher.js';
 import { TaskWork } from './task-work.js';
 import type { ProgressUpdate } from '../tool-dispatch/tool-context.js';
-import { SHUTDOWN_ERROR, SHUTDOWN_STATUS } from './task-failures.js';
+import { handedOverMessage, SHUTDOWN_ERROR, SHUTDOWN_STATUS } from './task-failures.js';
 import { TaskOutcomeRecorder } from './task-outcome-recorder.js';
 import { TaskOutcomesRepository } from './task-outcomes.repository.js';
 import { sleep, type RunningTask, type WrittenOutcome } from './task-run.js';
 import { TaskWorkerRepository, type WorkerFence } from './task-worker.repository.js';
 import { LifecycleConfig } from '../lifecycle/lifecycle.config.js';
 import { TasksConfig } from './tasks.config.js';
+
+/** At shutdown, how long the hand-over writes may take before a database that does not answer is given up. */
+const HANDOVER_WAIT_MS = 3000;
 
 /**
  * Runs task work in the background on this instance. Each run gets an AbortController; the outcome is
@@ -40,9 +43,14 @@ import { TasksConfig } from './tasks.config.js';
  *   terminal status or a new generation for a task running here aborts it. The lease renewal (one batched
  *   UPDATE every TASK_LEASE_MS / 3) doubles as a safety net for missed notifications: a task it no longer
  *   holds is aborted too.
- * - Shutdown: running work gets what is left of SHUTDOWN_GRACE_MS since the drain began, then is aborted
- *   and its task failed honestly ("server shutting down") rather than left for the lease to lapse, so
- *   clients learn at once and no one waits for a worker that will never come back.
+ * - Shutdown: the run of a resumable task is handed over the moment the drain is announced (SIGTERM): its
+ *   task goes back to the queue as its next attempt (TaskWorkerRepository.requeue, fenced, not counted as a
+ *   failure) and only then is the run aborted, so its late outcome is refused and another instance, or the
+ *   next incarnation of this one, claims the task and goes on from its last checkpoint. When that write
+ *   cannot be made (database down), the run is left as a lost worker's: its lease lapses and the janitor
+ *   re-queues it. Other running work gets what is left of SHUTDOWN_GRACE_MS since the drain began, then is
+ *   aborted and its task failed honestly ("server shutting down") rather than left for the lease to lapse,
+ *   so clients learn at once and no one waits for a worker that will never come back.
  */
 @Injectable()
 export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdown, OnApplicationShutdown {
@@ -50,6 +58,8 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
   private readonly running = new Map<string, RunningTask>();
   private leaseTimer: NodeJS.Timeout | undefined;
   private drainStartedAt: number | undefined;
+  /** The drain was announced: resumable runs are handed over, including any that start from now on. */
+  private handingOver = false;
   private offBus: (() => void) | undefined;
   private offResync: (() => void) | undefined;
   private readonly startedListeners = new Set<(taskId: string) => void>();
@@ -73,6 +83,10 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     this.offResync = this.bus.onResync(() => void this.renewLeases());
     this.lifecycle.onDrain(() => {
       this.drainStartedAt = performance.now();
+    });
+    this.lifecycle.onDrainAnnounced(() => {
+      this.handingOver = true;
+      void this.handOverResumable();
     });
     this.leaseTimer = setInterval(
       () => void this.renewLeases(),
@@ -196,23 +210,89 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
 
   async beforeApplicationShutdown(): Promise<void> {
     clearInterval(this.leaseTimer);
+    // Without a SIGTERM (app.close()) the hand-over starts here; after one it retries what did not land.
+    this.handingOver = true;
+    await this.handOverResumable(HANDOVER_WAIT_MS);
     const graceEnd = (this.drainStartedAt ?? performance.now()) + this.lifecycleConfig.SHUTDOWN_GRACE_MS;
     const wait = this.drainStartedAt === undefined ? 0 : Math.max(0, graceEnd - performance.now());
-    if (this.running.size > 0 && wait > 0) {
-      await Promise.race([Promise.allSettled([...this.running.values()].map((r) => r.done)), sleep(wait)]);
+    const staying = (): RunningTask[] => [...this.running.values()].filter((r) => !r.handedOver);
+    if (staying().length > 0 && wait > 0) {
+      await Promise.race([Promise.allSettled(staying().map((r) => r.done)), sleep(wait)]);
+      await this.handOverResumable(HANDOVER_WAIT_MS);
     }
-    const left = [...this.running.values()];
-    if (left.length > 0) this.logger.warn(`failing ${left.length} running task(s): server shutting down`);
+    const left = staying();
+    const plain = left.filter((r) => !r.resumable);
+    const unreleased = left.filter((r) => r.resumable);
+    if (plain.length > 0) this.logger.warn(`failing ${plain.length} running task(s): server shutting down`);
+    if (unreleased.length > 0) {
+      this.logger.warn(
+        `${unreleased.length} resumable task(s) could not be handed over; the janitor re-queues them when their lease lapses`,
+      );
+    }
+    for (const entry of unreleased) {
+      // A lost worker's end: nothing is written, the lease lapses and the rescue re-queues the task.
+      entry.shutdown = true;
+      entry.controller.abort(new Error('server shutting down'));
+    }
     await Promise.allSettled(
-      left.map(async (entry) => {
+      plain.map(async (entry) => {
         entry.shutdown = true;
         entry.controller.abort(new Error('server shutting down'));
         const r = await this.outcomes.failIfCurrent(entry.fence, SHUTDOWN_ERROR, SHUTDOWN_STATUS);
         if (r.applied) this.metrics.taskFinished(entry, 'failed');
       }),
     );
-    // Give aborted workers a moment to unwind; their outcomes are ignored.
-    await Promise.race([Promise.allSettled(left.map((r) => r.done)), sleep(1000)]);
+    // Give aborted workers (handed over ones too) a moment to unwind; their outcomes are ignored.
+    const all = [...this.running.values()];
+    await Promise.race([Promise.allSettled(all.map((r) => r.done)), sleep(1000)]);
+  }
+
+  /**
+   * Hands over every resumable run still here (see handOver), waiting at most `waitMs` for the writes when
+   * given (a database that does not answer must not hold the shutdown).
+   */
+  private async handOverResumable(waitMs?: number): Promise<void> {
+    const runs = [...this.running.values()].filter((r) => r.resumable && !r.handedOver && !r.settled);
+    if (runs.length === 0) return;
+    const all = Promise.allSettled(runs.map((r) => this.handOver(r)));
+    await (waitMs === undefined ? all : Promise.race([all, sleep(waitMs)]));
+  }
+
+  /**
+   * Gives the run's task back to the queue as its next attempt, claimable at once and not counted as a
+   * failure, then aborts the run: in this order, so that the fence has moved before the handler can answer,
+   * and its late outcome is refused. A run that returned meanwhile keeps its outcome (the requeue finds the
+   * task no longer working, or the outcome write finds it no longer the run's and is dropped); a run whose
+   * task is no longer its own is aborted as it would be by the bus. A write that fails leaves the run
+   * running: the shutdown tries again, and past that the lease lapses (the janitor's rescue).
+   */
+  private handOver(entry: RunningTask): Promise<void> {
+    if (entry.handedOver || entry.settled) return Promise.resolve();
+    entry.handover ??= this.writeHandOver(entry).finally(() => {
+      entry.handover = undefined;
+    });
+    return entry.handover;
+  }
+
+  private async writeHandOver(entry: RunningTask): Promise<void> {
+    try {
+      const r = await this.repo.requeue(entry.fence, {
+        delayMs: 0,
+        failed: false,
+        statusMessage: handedOverMessage(entry.attempt + 1),
+      });
+      if (r.applied) {
+        entry.handedOver = true;
+        this.metrics.handedOver(entry.toolName);
+        entry.span.addEvent('task.handed_over', { 'mcp.task.attempt': entry.attempt });
+        this.abortRun(entry, 'handed over at shutdown');
+      } else {
+        this.abortRun(entry, `task no longer held by this run (${r.reason})`);
+      }
+    } catch (err) {
+      this.instances.noteDbError();
+      this.logger.warn(`hand-over of task ${entry.fence.taskId} not written: ${errorMessage(err)}`);
+    }
   }
 
   onApplicationShutdown(): void {
@@ -237,6 +317,8 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
       ownerId: task.ownerId,
       toolName: task.toolName,
       createdAt: task.createdAt,
+      resumable: task.resumable,
+      attempt: task.attempt,
       controller,
       progress: new ProgressThrottle(
         async (message) => {
@@ -246,6 +328,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
         (err) => this.logger.debug?.(`progress of task ${task.id} not written: ${errorMessage(err)}`),
       ),
       shutdown: false,
+      handedOver: false,
       lost: false,
       settled: false,
       done: Promise.resolve(),
@@ -265,6 +348,9 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     this.running.set(task.id, entry);
     this.metrics.runStarted(task.toolName);
     for (const listener of this.startedListeners) listener(task.id);
+    // A resumable run that starts while this instance drains (an inline call that outgrew its window, a
+    // resume) goes straight back to the queue for an instance that stays.
+    if (this.handingOver && entry.resumable) void this.handOver(entry);
     entry.done = outcome
       .then(
         (o) => this.recorder.record(entry, { ok: true, outcome: o }),
@@ -317,7 +403,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
       );
       for (const t of expired) this.metrics.taskFinished(t, 'expired');
       for (const entry of runs) {
-        if (entry.shutdown) continue;
+        if (entry.shutdown || entry.handedOver) continue;
         const state = held.get(entry.fence.taskId);
         if (state && state.generation === entry.fence.generation) continue;
         entry.lost = true;
