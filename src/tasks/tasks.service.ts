@@ -12,7 +12,8 @@ import type { TaskChange, TaskEra, TaskOutcome, TaskSnapshot } from './task.type
 import { TaskError, TaskErrorCode } from './tasks.errors.js';
 import { TASK_CHANNEL, type TaskChangeHook } from './task-change-publisher.js';
 import type { ProgressUpdate } from '../tool-dispatch/tool-context.js';
-import { TaskCreationRepository } from './task-creation.repository.js';
+import { TaskCreationRepository, type NewTask } from './task-creation.repository.js';
+import type { CreationLimits } from './creation-limits.js';
 import { TasksRepository, type MergeResult, type VersionedTask } from './tasks.repository.js';
 import { QuotasConfig } from '../quotas/quotas.config.js';
 import { TasksConfig } from './tasks.config.js';
@@ -31,6 +32,19 @@ export interface CreateTaskInput {
   mode?: CreationMode;
   statusMessage?: string | null;
 }
+
+/** A creation named by an Idempotency-Key (createKeyed). */
+export interface KeyedTaskInput extends CreateTaskInput {
+  idempotencyKey: string;
+  /** Hash of the tool and arguments (never the ttl or _meta): what makes a repeat "the same call". */
+  requestHash: string;
+}
+
+export type KeyedWindowResult =
+  /** The work ended inside the window and its outcome is recorded on the task (`task` as written). */
+  | { kind: 'inline'; outcome: TaskOutcome; task: TaskSnapshot }
+  /** The window ran out (or the caller left): the work goes on as the task. */
+  | { kind: 'task'; task: TaskSnapshot };
 
 export interface TaskPage {
   tasks: TaskSnapshot[];
@@ -165,33 +179,104 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
    * call `runner.start(task)` (or use `createAndStart`).
    */
   async create(input: CreateTaskInput): Promise<TaskSnapshot> {
+    const task = await this.creations.insertWithLimits(this.newTask(input), this.creationLimits());
+    this.metrics.taskCreated(task.toolName, input.mode ?? 'immediate');
+    return task;
+  }
+
+  /** The row a creation inserts: a working task leased to this instance. */
+  private newTask(input: CreateTaskInput): NewTask {
     if (!input.ownerId || !input.toolName) {
       throw new TaskError(TaskErrorCode.INVALID_ARGUMENT, 'ownerId and toolName are required');
     }
-    const task = await this.creations.insertWithLimits(
-      {
-        id: newTaskId(),
-        ownerId: input.ownerId,
-        sessionId: input.sessionId ?? null,
-        era: input.era,
-        toolName: input.toolName,
-        ttlMs: this.grantTtl(input.requestedTtlMs),
-        pollIntervalMs: this.config.TASK_POLL_INTERVAL_MS,
-        requestParams: input.requestParams ?? {},
-        instanceId: this.instances.instanceId,
-        leaseMs: this.config.TASK_LEASE_MS,
-        statusMessage: input.statusMessage ?? null,
-        // The request's span (tools/call …) becomes the task's trace: later work links back to it.
-        traceContext: captureTraceContext(),
-      },
-      {
-        maxPerOwner: this.config.TASK_MAX_PER_OWNER,
-        maxTotal: this.config.TASK_MAX_TOTAL,
-        maxRetainedPerOwner: this.quotasConfig.QUOTA_RETAINED_TASKS_PER_OWNER,
-      },
+    return {
+      id: newTaskId(),
+      ownerId: input.ownerId,
+      sessionId: input.sessionId ?? null,
+      era: input.era,
+      toolName: input.toolName,
+      ttlMs: this.grantTtl(input.requestedTtlMs),
+      pollIntervalMs: this.config.TASK_POLL_INTERVAL_MS,
+      requestParams: input.requestParams ?? {},
+      instanceId: this.instances.instanceId,
+      leaseMs: this.config.TASK_LEASE_MS,
+      statusMessage: input.statusMessage ?? null,
+      // The request's span (tools/call …) becomes the task's trace: later work links back to it.
+      traceContext: captureTraceContext(),
+    };
+  }
+
+  private creationLimits(): CreationLimits {
+    return {
+      maxPerOwner: this.config.TASK_MAX_PER_OWNER,
+      maxTotal: this.config.TASK_MAX_TOTAL,
+      maxRetainedPerOwner: this.quotasConfig.QUOTA_RETAINED_TASKS_PER_OWNER,
+    };
+  }
+
+  /**
+   * Creates a task named by an Idempotency-Key, leased to this instance, alone (never in a commit group) and
+   * under the same creation limits as create. The owner's key already names a task → that task, with
+   * `created: false` (nothing to start): the same call repeated, from this instance or any other. The key
+   * used with another tool or other arguments → IDEMPOTENCY_CONFLICT naming the key. Keys are per owner:
+   * another owner's use of the same key is another task.
+   */
+  async createKeyed(input: KeyedTaskInput): Promise<{ task: TaskSnapshot; created: boolean }> {
+    const r = await this.creations.insertKeyed(
+      { ...this.newTask(input), idempotencyKey: input.idempotencyKey, requestHash: input.requestHash },
+      this.creationLimits(),
     );
-    this.metrics.taskCreated(task.toolName, input.mode ?? 'immediate');
-    return task;
+    if (r.requestHash !== input.requestHash) throw TaskError.idempotencyConflict(input.idempotencyKey);
+    if (r.created) this.metrics.taskCreated(r.task.toolName, input.mode ?? 'immediate');
+    return { task: r.task, created: r.created };
+  }
+
+  /**
+   * Modern era with an Idempotency-Key: the task exists from the start (createKeyed) and `work` runs as its
+   * run right away (its outcome recorded on the task, fenced, whenever it ends). The caller waits for the
+   * window: ended inside it → the outcome, recorded before this returns, so a repeat finds the same answer;
+   * otherwise the task. The caller leaving does not cancel the work: the key's point is that a client whose
+   * connection broke repeats the call and finds its task.
+   */
+  async runKeyedWindow(
+    task: TaskSnapshot,
+    work: (signal: AbortSignal, link: EscalationLink) => Promise<TaskOutcome>,
+    opts: { windowMs?: number; signal?: AbortSignal } = {},
+  ): Promise<KeyedWindowResult> {
+    const controller = new AbortController();
+    const link = new EscalationLink();
+    const running = Promise.resolve().then(() => work(controller.signal, link));
+    link.attach(this.runner.adopt(task, controller, running));
+    const recorded = this.runner.recordedOutcome(task.id);
+    const windowMs = opts.windowMs ?? this.config.TASK_INLINE_WINDOW_MS;
+    let timer: NodeJS.Timeout | undefined;
+    let onAbort: (() => void) | undefined;
+    const first = await Promise.race([
+      running.then(
+        (outcome) => ({ kind: 'done' as const, outcome }),
+        () => ({ kind: 'threw' as const }),
+      ),
+      new Promise<{ kind: 'window' }>((resolve) => {
+        timer = setTimeout(() => resolve({ kind: 'window' }), windowMs);
+        onAbort = () => resolve({ kind: 'window' });
+        if (opts.signal?.aborted) onAbort();
+        opts.signal?.addEventListener('abort', onAbort, { once: true });
+      }),
+    ]);
+    clearTimeout(timer);
+    if (onAbort) opts.signal?.removeEventListener('abort', onAbort);
+    if (first.kind === 'window') {
+      link.escalated = true;
+      return { kind: 'task', task };
+    }
+    // Ended (or threw: the recorder failed the task with the error): answer what was recorded.
+    const written = await recorded;
+    if (!written) return { kind: 'task', task };
+    if (first.kind === 'done') return { kind: 'inline', outcome: first.outcome, task: written.task };
+    if (written.task.status === 'failed' && written.task.error) {
+      return { kind: 'inline', outcome: { kind: 'failed', error: written.task.error }, task: written.task };
+    }
+    return { kind: 'task', task: written.task };
   }
 
   /** Legacy era: create, commit, start the executor in the background, return the handle. */

@@ -9,9 +9,10 @@ import type { McpRequestContext } from '../../protocol/request-context.js';
 import type { QuotaName } from '../../quotas/quota.errors.js';
 import { QuotaService } from '../../quotas/quota.service.js';
 import { McpProtocolError } from '../../tool-dispatch/tool-context.js';
-import type { TaskOutcome } from '../task.types.js';
+import type { TaskOutcome, TaskSnapshot } from '../task.types.js';
 import { TaskError } from '../tasks.errors.js';
-import { TasksService } from '../tasks.service.js';
+import { TasksService, type EscalationLink } from '../tasks.service.js';
+import { idempotencyRequestHash } from './idempotency.js';
 import { TaskRunnerService } from '../task-runner.service.js';
 import { extensionDeclared, REQUIRED_EXTENSION, type Params } from './task-params.js';
 import { TaskToolRunner } from './task-tool-runner.service.js';
@@ -86,29 +87,43 @@ export class ToolCallEscalation implements OnModuleInit {
           throw ProtocolError.invalidParams('params.task.ttl must be a positive number of milliseconds');
         }
         this.quotas.checkBytes('task_params_bytes', p);
-        const task = await this.counted(() =>
-          this.tasks.create({
-            ownerId: ctx.principal.id,
-            sessionId: ctx.session?.id ?? null,
-            era: 'legacy',
-            toolName: tool.name,
-            requestParams: p,
-            requestedTtlMs: typeof requested === 'number' ? requested : null,
-            mode: 'immediate',
-          }),
-        );
-        this.toolRunner.rememberPrincipal(
-          task.id,
-          ctx.principal,
-          ctx.session
-            ? { clientCapabilities: ctx.clientCapabilities, protocolVersion: ctx.protocolVersion }
-            : undefined,
-          ctx.tool,
-        );
-        this.runner.start(task);
+        const input = {
+          ownerId: ctx.principal.id,
+          sessionId: ctx.session?.id ?? null,
+          era: 'legacy' as const,
+          toolName: tool.name,
+          requestParams: p,
+          requestedTtlMs: typeof requested === 'number' ? requested : null,
+          mode: 'immediate' as const,
+        };
+        const key = ctx.idempotencyKey;
+        if (key !== undefined) {
+          // A repeat of the same call answers with the task the key names, from any instance; no second run.
+          const keyed = await this.counted(() =>
+            this.tasks.createKeyed({ ...input, idempotencyKey: key, requestHash: idempotencyRequestHash(p) }),
+          );
+          if (!keyed.created) return { task: legacyTask(keyed.task) };
+          this.startLegacy(keyed.task, ctx);
+          return { task: legacyTask(keyed.task) };
+        }
+        const task = await this.counted(() => this.tasks.create(input));
+        this.startLegacy(task, ctx);
         return { task: legacyTask(task) };
       }
     }
+  }
+
+  /** Starts the run of a legacy task this call created, as the caller. */
+  private startLegacy(task: TaskSnapshot, ctx: McpRequestContext): void {
+    this.toolRunner.rememberPrincipal(
+      task.id,
+      ctx.principal,
+      ctx.session
+        ? { clientCapabilities: ctx.clientCapabilities, protocolVersion: ctx.protocolVersion }
+        : undefined,
+      ctx.tool,
+    );
+    this.runner.start(task);
   }
 
   // ---------------------------------------------------------------- modern (2026-07-28)
@@ -133,6 +148,10 @@ export class ToolCallEscalation implements OnModuleInit {
     const { requestState: _r, ...stored } = p;
     const requestParams = { ...stored, inputResponses: ctx.answers ?? {} };
     this.quotas.checkBytes('task_params_bytes', requestParams);
+    const windowMs = decision.mode === 'inline_then_task' ? decision.windowMs : undefined;
+    if (ctx.idempotencyKey !== undefined) {
+      return this.modernKeyed(p, ctx, ctx.idempotencyKey, requestParams, decision.mode === 'task', windowMs);
+    }
     const escalation = await this.counted(() =>
       this.tasks.runInlineThenTask(
         {
@@ -142,21 +161,8 @@ export class ToolCallEscalation implements OnModuleInit {
           requestParams,
           requestedTtlMs: null,
         },
-        (signal, link) =>
-          this.toolRunner.outcomeOf(() =>
-            this.mcp.callTool(p, {
-              ...ctx,
-              signal,
-              // Once escalated, the response carries the CreateTaskResult: progress goes to the task's
-              // statusMessage, and notifications (progress, log) are no longer sent anywhere.
-              notify: (method, params) => (link.escalated ? Promise.resolve() : ctx.notify(method, params)),
-              reportTaskProgress: (u) => link.report(u),
-            }),
-          ),
-        {
-          signal: ctx.signal,
-          windowMs: decision.mode === 'inline_then_task' ? decision.windowMs : undefined,
-        },
+        (signal, link) => this.inlineWork(p, ctx, signal, link),
+        { signal: ctx.signal, windowMs },
       ),
     );
     switch (escalation.kind) {
@@ -173,6 +179,76 @@ export class ToolCallEscalation implements OnModuleInit {
           ctx,
         );
     }
+  }
+
+  /** The tool call as the work of a modern-era task that may still answer inline. */
+  private inlineWork(
+    p: Params,
+    ctx: McpRequestContext,
+    signal: AbortSignal,
+    link: EscalationLink,
+  ): Promise<TaskOutcome> {
+    return this.toolRunner.outcomeOf(() =>
+      this.mcp.callTool(p, {
+        ...ctx,
+        signal,
+        // Once escalated, the response carries the CreateTaskResult: progress goes to the task's
+        // statusMessage, and notifications (progress, log) are no longer sent anywhere.
+        notify: (method, params) => (link.escalated ? Promise.resolve() : ctx.notify(method, params)),
+        reportTaskProgress: (u) => link.report(u),
+      }),
+    );
+  }
+
+  /**
+   * A modern call with an Idempotency-Key is recorded as a task from the start, so a repeat on any instance
+   * finds it: created → its work runs as the task's run for the inline window, and an outcome inside the
+   * window is recorded on the task and answered inline (an optional tool; a required one answers with the
+   * task). A repeat answers from the task: finished → the same answer again; still live → its
+   * CreateTaskResult.
+   */
+  private async modernKeyed(
+    p: Params,
+    ctx: McpRequestContext,
+    key: string,
+    requestParams: Params,
+    mustBeTask: boolean,
+    windowMs: number | undefined,
+  ): Promise<Record<string, unknown>> {
+    const tool = ctx.tool?.descriptor;
+    if (!tool) throw new Error('a keyed task creation needs its resolved tool');
+    const { task, created } = await this.counted(() =>
+      this.tasks.createKeyed({
+        ownerId: ctx.principal.id,
+        era: 'modern',
+        toolName: tool.name,
+        requestParams,
+        requestedTtlMs: null,
+        mode: 'immediate',
+        idempotencyKey: key,
+        requestHash: idempotencyRequestHash(p),
+      }),
+    );
+    if (!created) return this.replay(task, mustBeTask);
+    const r = await this.tasks.runKeyedWindow(task, (signal, link) => this.inlineWork(p, ctx, signal, link), {
+      signal: ctx.signal,
+      windowMs,
+    });
+    if (r.kind === 'task' || mustBeTask || r.outcome.kind === 'input_required') {
+      // A question parks the task (it exists already): the client answers it with tasks/update.
+      return modernCreateTaskResult(r.task);
+    }
+    if (r.outcome.kind === 'completed') return r.outcome.result;
+    throw new McpProtocolError(r.outcome.error.code, r.outcome.error.message, r.outcome.error.data);
+  }
+
+  /** A repeated keyed call: a finished task's answer again (optional tools), else its CreateTaskResult. */
+  private replay(task: TaskSnapshot, mustBeTask: boolean): Record<string, unknown> {
+    if (!mustBeTask && task.status === 'completed' && task.result) return task.result;
+    if (!mustBeTask && task.status === 'failed' && task.error) {
+      throw new McpProtocolError(task.error.code, task.error.message, task.error.data);
+    }
+    return modernCreateTaskResult(task);
   }
 
   /**
