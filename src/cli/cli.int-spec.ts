@@ -74,7 +74,9 @@ describe('admin CLI (real PostgreSQL, beside a running server)', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase('cli');
-    app = await createTestApp(db.url, { JANITOR_ENABLED: 'false' });
+    // A web instance runs no task work: a task `tasks retry` queues stays queued here, where it can be
+    // looked at (test/e2e/redrive.e2e-spec.ts has a worker run one).
+    app = await createTestApp(db.url, { JANITOR_ENABLED: 'false', INSTANCE_ROLE: 'web' });
     tasks = app.get(TaskCreationRepository);
   });
   afterAll(async () => {

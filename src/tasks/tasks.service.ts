@@ -17,6 +17,8 @@ import type { CreationLimits } from './creation-limits.js';
 import { TasksRepository, type MergeResult, type VersionedTask } from './tasks.repository.js';
 import { QuotasConfig } from '../quotas/quotas.config.js';
 import { TasksConfig } from './tasks.config.js';
+import { TaskClaimer } from './task-claimer.service.js';
+import { QUEUED_MESSAGE } from './task-queue.js';
 
 export interface CreateTaskInput {
   /** The principal id (Principal.id) that will own the task. */
@@ -31,7 +33,19 @@ export interface CreateTaskInput {
   requestedTtlMs?: number | null;
   mode?: CreationMode;
   statusMessage?: string | null;
+  /**
+   * The owner's principal as the creating request saw it (id, provider, subject, scopes, groups: see
+   * storedPrincipal), kept with the task so a run claimed on another instance calls the tool as the same
+   * caller.
+   */
+  principal?: Record<string, unknown> | null;
 }
+
+/**
+ * Where a new task's work runs: `here` leases it to this instance (the caller starts it), `queue` inserts it
+ * queued for whichever instance has a free slot first (TaskClaimer).
+ */
+export type TaskPlacement = 'here' | 'queue';
 
 /** A creation named by an Idempotency-Key (createKeyed). */
 export interface KeyedTaskInput extends CreateTaskInput {
@@ -40,10 +54,15 @@ export interface KeyedTaskInput extends CreateTaskInput {
   requestHash: string;
 }
 
-export type KeyedWindowResult =
-  /** The work ended inside the window and its outcome is recorded on the task (`task` as written). */
+/** How a modern call with an Idempotency-Key went (runKeyed). */
+export type KeyedRunResult =
+  /** The key already named a task (this call created nothing): answer from that task. */
+  | { kind: 'repeat'; task: TaskSnapshot }
+  /** Created, and its work ended inside the window with this outcome, recorded on `task` (as written). */
   | { kind: 'inline'; outcome: TaskOutcome; task: TaskSnapshot }
-  /** The window ran out (or the caller left): the work goes on as the task. */
+  /** Created, and it ended inside the window as `task` says (a worker elsewhere ran it, or it threw). */
+  | { kind: 'finished'; task: TaskSnapshot }
+  /** Created, and still running (or queued) when the window ran out: the CreateTaskResult. */
   | { kind: 'task'; task: TaskSnapshot };
 
 export interface TaskPage {
@@ -65,7 +84,12 @@ export type EscalationResult =
   /** The window ran out: the task is committed and the work goes on under the runner. */
   | { kind: 'task'; task: TaskSnapshot }
   /** The caller's request ended (client disconnect) inside the window; the work was aborted. */
-  | { kind: 'aborted' };
+  | { kind: 'aborted' }
+  /**
+   * This instance had no slot for the work (INSTANCE_ROLE=web, or all busy): the task was queued, and a
+   * worker finished it inside the window. Answer from the task as it ended.
+   */
+  | { kind: 'finished'; task: TaskSnapshot };
 
 /**
  * Where the progress of work run by runInlineThenTask goes. Before escalation the caller sends it on the
@@ -140,6 +164,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     private readonly config: TasksConfig,
     private readonly quotasConfig: QuotasConfig,
     private readonly metrics: TaskMetrics,
+    private readonly claimer: TaskClaimer,
   ) {
     this.finished = new FinishedTaskCache(config.FINISHED_TASK_CACHE_MAX, config.FINISHED_TASK_CACHE_BYTES);
   }
@@ -174,23 +199,29 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
   }
 
   /**
-   * Creates a working task leased to this instance and commits it before returning, so a tasks/get right
-   * after (on any instance) finds it. Throws LIMIT_EXCEEDED naming the limit. Does not start any work:
-   * call `runner.start(task)` (or use `createAndStart`).
+   * Creates a working task and commits it before returning, so a tasks/get right after (on any instance)
+   * finds it. Throws LIMIT_EXCEEDED naming the limit. Placed `here` (the default where the role runs task
+   * work) it is leased to this instance and no work starts: call `runner.start(task)`, or use
+   * `createAndStart`, which also decides by the free slots. Placed `queue` (always on INSTANCE_ROLE=web) it
+   * waits, `working` with QUEUED_MESSAGE, for a claimer.
    */
-  async create(input: CreateTaskInput): Promise<TaskSnapshot> {
-    const task = await this.creations.insertWithLimits(this.newTask(input), this.creationLimits());
+  async create(
+    input: CreateTaskInput,
+    opts: { placement?: TaskPlacement; id?: string } = {},
+  ): Promise<TaskSnapshot> {
+    const task = await this.creations.insertWithLimits(this.newTask(input, opts), this.creationLimits());
     this.metrics.taskCreated(task.toolName, input.mode ?? 'immediate');
     return task;
   }
 
-  /** The row a creation inserts: a working task leased to this instance. */
-  private newTask(input: CreateTaskInput): NewTask {
+  /** The row a creation inserts: leased to this instance (`here`) or queued. */
+  private newTask(input: CreateTaskInput, opts: { placement?: TaskPlacement; id?: string }): NewTask {
     if (!input.ownerId || !input.toolName) {
       throw new TaskError(TaskErrorCode.INVALID_ARGUMENT, 'ownerId and toolName are required');
     }
+    const here = (opts.placement ?? (this.claimer.runsWork ? 'here' : 'queue')) === 'here';
     return {
-      id: newTaskId(),
+      id: opts.id ?? newTaskId(),
       ownerId: input.ownerId,
       sessionId: input.sessionId ?? null,
       era: input.era,
@@ -198,9 +229,10 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
       ttlMs: this.grantTtl(input.requestedTtlMs),
       pollIntervalMs: this.config.TASK_POLL_INTERVAL_MS,
       requestParams: input.requestParams ?? {},
-      instanceId: this.instances.instanceId,
+      instanceId: here ? this.instances.instanceId : null,
       leaseMs: this.config.TASK_LEASE_MS,
-      statusMessage: input.statusMessage ?? null,
+      statusMessage: here ? (input.statusMessage ?? null) : QUEUED_MESSAGE,
+      principal: input.principal ?? null,
       // The request's span (tools/call …) becomes the task's trace: later work links back to it.
       traceContext: captureTraceContext(),
     };
@@ -215,15 +247,18 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
   }
 
   /**
-   * Creates a task named by an Idempotency-Key, leased to this instance, alone (never in a commit group) and
-   * under the same creation limits as create. The owner's key already names a task → that task, with
+   * Creates a task named by an Idempotency-Key, alone (never in a commit group) and under the same creation
+   * limits as create, placed like create. The owner's key already names a task → that task, with
    * `created: false` (nothing to start): the same call repeated, from this instance or any other. The key
    * used with another tool or other arguments → IDEMPOTENCY_CONFLICT naming the key. Keys are per owner:
    * another owner's use of the same key is another task.
    */
-  async createKeyed(input: KeyedTaskInput): Promise<{ task: TaskSnapshot; created: boolean }> {
+  async createKeyed(
+    input: KeyedTaskInput,
+    opts: { placement?: TaskPlacement; id?: string } = {},
+  ): Promise<{ task: TaskSnapshot; created: boolean }> {
     const r = await this.creations.insertKeyed(
-      { ...this.newTask(input), idempotencyKey: input.idempotencyKey, requestHash: input.requestHash },
+      { ...this.newTask(input, opts), idempotencyKey: input.idempotencyKey, requestHash: input.requestHash },
       this.creationLimits(),
     );
     if (r.requestHash !== input.requestHash) throw TaskError.idempotencyConflict(input.idempotencyKey);
@@ -232,23 +267,73 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
   }
 
   /**
-   * Modern era with an Idempotency-Key: the task exists from the start (createKeyed) and `work` runs as its
-   * run right away (its outcome recorded on the task, fenced, whenever it ends). The caller waits for the
-   * window: ended inside it → the outcome, recorded before this returns, so a repeat finds the same answer;
-   * otherwise the task. The caller leaving does not cancel the work: the key's point is that a client whose
-   * connection broke repeats the call and finds its task.
+   * Legacy era with an Idempotency-Key: createAndStart through createKeyed. Only the call that created the
+   * task starts it (here with a free slot, else it is queued); a repeat gets the task and starts nothing.
    */
-  async runKeyedWindow(
-    task: TaskSnapshot,
+  async createKeyedAndStart(
+    input: KeyedTaskInput,
+    beforeStart?: (task: TaskSnapshot) => void,
+  ): Promise<{ task: TaskSnapshot; created: boolean }> {
+    const id = newTaskId();
+    const here = this.claimer.tryReserve(id);
+    let r: { task: TaskSnapshot; created: boolean };
+    try {
+      r = await this.createKeyed(input, { id, placement: here ? 'here' : 'queue' });
+    } catch (err) {
+      if (here) this.claimer.release(id);
+      throw err;
+    }
+    if (here && r.created) {
+      beforeStart?.(r.task);
+      this.runner.start(r.task, { principal: input.principal ?? null });
+    } else if (here) this.claimer.release(id);
+    return r;
+  }
+
+  /**
+   * Modern era with an Idempotency-Key: the call is recorded as a task from the start, so a repeat on any
+   * instance finds it. Created with a free slot here → `work` runs as the task's run at once (its outcome
+   * recorded on the task, fenced, whenever it ends) and the caller waits for the window: ended inside it →
+   * the outcome, recorded before this returns, so a repeat gets the same answer; otherwise the task.
+   * Without a slot it is queued and waited for like runInlineThenTask's queued case. The caller leaving does
+   * not cancel the work: the key's point is that a client whose connection broke repeats the call and
+   * finds its task.
+   */
+  async runKeyed(
+    input: KeyedTaskInput,
     work: (signal: AbortSignal, link: EscalationLink) => Promise<TaskOutcome>,
     opts: { windowMs?: number; signal?: AbortSignal } = {},
-  ): Promise<KeyedWindowResult> {
+  ): Promise<KeyedRunResult> {
+    const windowMs = opts.windowMs ?? this.config.TASK_INLINE_WINDOW_MS;
+    const id = newTaskId();
+    const here = this.claimer.tryReserve(id);
+    let r: { task: TaskSnapshot; created: boolean };
+    try {
+      r = await this.createKeyed(input, { id, placement: here ? 'here' : 'queue' });
+    } catch (err) {
+      if (here) this.claimer.release(id);
+      throw err;
+    }
+    if (!r.created) {
+      if (here) this.claimer.release(id);
+      return { kind: 'repeat', task: r.task };
+    }
+    if (!here) return this.waitWithin(r.task, windowMs, opts.signal);
+    return this.runKeyedWindow(r.task, work, windowMs, opts.signal);
+  }
+
+  /** The created keyed task's run, here, for the window (see runKeyed). */
+  private async runKeyedWindow(
+    task: TaskSnapshot,
+    work: (signal: AbortSignal, link: EscalationLink) => Promise<TaskOutcome>,
+    windowMs: number,
+    signal: AbortSignal | undefined,
+  ): Promise<KeyedRunResult> {
     const controller = new AbortController();
     const link = new EscalationLink();
     const running = Promise.resolve().then(() => work(controller.signal, link));
     link.attach(this.runner.adopt(task, controller, running));
     const recorded = this.runner.recordedOutcome(task.id);
-    const windowMs = opts.windowMs ?? this.config.TASK_INLINE_WINDOW_MS;
     let timer: NodeJS.Timeout | undefined;
     let onAbort: (() => void) | undefined;
     const first = await Promise.race([
@@ -259,12 +344,12 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
       new Promise<{ kind: 'window' }>((resolve) => {
         timer = setTimeout(() => resolve({ kind: 'window' }), windowMs);
         onAbort = () => resolve({ kind: 'window' });
-        if (opts.signal?.aborted) onAbort();
-        opts.signal?.addEventListener('abort', onAbort, { once: true });
+        if (signal?.aborted) onAbort();
+        signal?.addEventListener('abort', onAbort, { once: true });
       }),
     ]);
     clearTimeout(timer);
-    if (onAbort) opts.signal?.removeEventListener('abort', onAbort);
+    if (onAbort) signal?.removeEventListener('abort', onAbort);
     if (first.kind === 'window') {
       link.escalated = true;
       return { kind: 'task', task };
@@ -273,16 +358,32 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     const written = await recorded;
     if (!written) return { kind: 'task', task };
     if (first.kind === 'done') return { kind: 'inline', outcome: first.outcome, task: written.task };
-    if (written.task.status === 'failed' && written.task.error) {
-      return { kind: 'inline', outcome: { kind: 'failed', error: written.task.error }, task: written.task };
-    }
-    return { kind: 'task', task: written.task };
+    return { kind: 'finished', task: written.task };
   }
 
-  /** Legacy era: create, commit, start the executor in the background, return the handle. */
-  async createAndStart(input: CreateTaskInput): Promise<TaskSnapshot> {
-    const task = await this.create(input);
-    this.runner.start(task);
+  /**
+   * Legacy era: create, commit, start the executor in the background, return the handle. The task is leased
+   * to this instance when its role runs work and a slot is free (the slot is held from this decision on, so
+   * concurrent creations cannot all take the last one); otherwise it is queued and not started here.
+   * `beforeStart` runs just before a run starts here.
+   */
+  async createAndStart(
+    input: CreateTaskInput,
+    beforeStart?: (task: TaskSnapshot) => void,
+  ): Promise<TaskSnapshot> {
+    const id = newTaskId();
+    const here = this.claimer.tryReserve(id);
+    let task: TaskSnapshot;
+    try {
+      task = await this.create(input, { id, placement: here ? 'here' : 'queue' });
+    } catch (err) {
+      if (here) this.claimer.release(id);
+      throw err;
+    }
+    if (here) {
+      beforeStart?.(task);
+      this.runner.start(task, { principal: input.principal ?? null });
+    }
     return task;
   }
 
@@ -297,6 +398,10 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     work: (signal: AbortSignal, link: EscalationLink) => Promise<TaskOutcome>,
     opts: { windowMs?: number; signal?: AbortSignal } = {},
   ): Promise<EscalationResult> {
+    const windowMs = opts.windowMs ?? this.config.TASK_INLINE_WINDOW_MS;
+    // No slot here (web role, all busy, draining): the work is not run inline at all, since it could not be
+    // kept once the window ran out. It is queued, and answered inline if a worker ends it within the window.
+    if (!this.claimer.hasFreeSlot()) return this.queueAndWait(input, windowMs, opts.signal);
     const controller = new AbortController();
     const link = new EscalationLink();
     const onCallerAbort = (): void => controller.abort(new Error('request closed'));
@@ -304,7 +409,6 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     const running = Promise.resolve().then(() => work(controller.signal, link));
     // Keep a rejection from surfacing as unhandled while it is not awaited yet.
     running.catch(() => undefined);
-    const windowMs = opts.windowMs ?? this.config.TASK_INLINE_WINDOW_MS;
     let timer: NodeJS.Timeout | undefined;
     const first = await Promise.race([
       running.then(
@@ -335,15 +439,48 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     // From here the task lives on independently of the request that started it.
     link.escalated = true;
     opts.signal?.removeEventListener('abort', onCallerAbort);
+    const id = newTaskId();
+    // An inline call holds no slot; once it becomes a task it must. With none free (a burst of calls
+    // escalating together) the inline run is given up and the task queued: it starts again from the top
+    // on the first free slot of any instance, and the bound TASK_WORKER_CONCURRENCY holds.
+    const here = this.claimer.tryReserve(id);
     let task: TaskSnapshot;
     try {
-      task = await this.create({ ...input, mode: 'escalated' });
+      task = await this.create({ ...input, mode: 'escalated' }, { id, placement: here ? 'here' : 'queue' });
     } catch (err) {
+      if (here) this.claimer.release(id);
       controller.abort(new Error('task creation refused'));
       throw err;
     }
+    if (!here) {
+      controller.abort(new Error('no free worker slot: the task was queued'));
+      return { kind: 'task', task };
+    }
     link.attach(this.runner.adopt(task, controller, running));
     return { kind: 'task', task };
+  }
+
+  /** The task queued for a worker; waits up to the window for it to end (see runInlineThenTask). */
+  private async queueAndWait(
+    input: CreateTaskInput,
+    windowMs: number,
+    signal?: AbortSignal,
+  ): Promise<EscalationResult> {
+    const task = await this.create({ ...input, mode: 'escalated' }, { placement: 'queue' });
+    return this.waitWithin(task, windowMs, signal);
+  }
+
+  /** A queued task, answered from as it ended when a worker ends it within the window, else as it is. */
+  private async waitWithin(
+    task: TaskSnapshot,
+    windowMs: number,
+    signal?: AbortSignal,
+  ): Promise<{ kind: 'finished' | 'task'; task: TaskSnapshot }> {
+    if (windowMs <= 0) return { kind: 'task', task };
+    const waited = await this.waitForTerminal(task.ownerId, task.id, { timeoutMs: windowMs, signal });
+    if (waited.kind === 'terminal') return { kind: 'finished', task: waited.task };
+    if (waited.kind === 'gone') return { kind: 'task', task };
+    return { kind: 'task', task: waited.task };
   }
 
   /**
@@ -410,14 +547,24 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     if (responses === null || typeof responses !== 'object' || Array.isArray(responses)) {
       throw new TaskError(TaskErrorCode.INVALID_ARGUMENT, 'inputResponses must be an object');
     }
-    const r = await this.repo.mergeInputResponses(ownerId, taskId, responses, {
-      instanceId: this.instances.instanceId,
-      leaseMs: this.config.TASK_LEASE_MS,
-    });
+    // Resumed here when a slot is free; otherwise back into the queue, for any instance with one.
+    const here = this.claimer.tryReserve(taskId);
+    let r: MergeResult | null;
+    try {
+      r = await this.repo.mergeInputResponses(ownerId, taskId, responses, {
+        instanceId: here ? this.instances.instanceId : null,
+        leaseMs: this.config.TASK_LEASE_MS,
+      });
+    } catch (err) {
+      if (here) this.claimer.release(taskId);
+      throw err;
+    }
+    const startsHere = here && r?.resumed === true && r.task.instanceId === this.instances.instanceId;
+    if (here && !startsHere) this.claimer.release(taskId);
     if (!r) throw TaskError.notFound();
     linkActiveSpanToTask(r.task);
     if (r.expired) this.expiredHere(r.task);
-    if (r.resumed) {
+    if (startsHere) {
       beforeResume?.(r.task);
       this.runner.start(r.task);
     }

@@ -10,6 +10,7 @@ import type { QuotaName } from '../../quotas/quota.errors.js';
 import { QuotaService } from '../../quotas/quota.service.js';
 import { McpProtocolError } from '../../tool-dispatch/tool-context.js';
 import type { TaskOutcome, TaskSnapshot } from '../task.types.js';
+import { storedPrincipal } from '../../principals/principal.js';
 import { TaskError } from '../tasks.errors.js';
 import { TasksService, type EscalationLink } from '../tasks.service.js';
 import { idempotencyRequestHash } from './idempotency.js';
@@ -95,35 +96,33 @@ export class ToolCallEscalation implements OnModuleInit {
           requestParams: p,
           requestedTtlMs: typeof requested === 'number' ? requested : null,
           mode: 'immediate' as const,
+          principal: storedPrincipal(ctx.principal),
         };
+        // Started here when a slot is free; otherwise queued for the first instance with one.
+        const beforeStart = (created: TaskSnapshot): void =>
+          this.toolRunner.rememberPrincipal(
+            created.id,
+            ctx.principal,
+            ctx.session
+              ? { clientCapabilities: ctx.clientCapabilities, protocolVersion: ctx.protocolVersion }
+              : undefined,
+            ctx.tool,
+          );
         const key = ctx.idempotencyKey;
         if (key !== undefined) {
           // A repeat of the same call answers with the task the key names, from any instance; no second run.
           const keyed = await this.counted(() =>
-            this.tasks.createKeyed({ ...input, idempotencyKey: key, requestHash: idempotencyRequestHash(p) }),
+            this.tasks.createKeyedAndStart(
+              { ...input, idempotencyKey: key, requestHash: idempotencyRequestHash(p) },
+              beforeStart,
+            ),
           );
-          if (!keyed.created) return { task: legacyTask(keyed.task) };
-          this.startLegacy(keyed.task, ctx);
           return { task: legacyTask(keyed.task) };
         }
-        const task = await this.counted(() => this.tasks.create(input));
-        this.startLegacy(task, ctx);
+        const task = await this.counted(() => this.tasks.createAndStart(input, beforeStart));
         return { task: legacyTask(task) };
       }
     }
-  }
-
-  /** Starts the run of a legacy task this call created, as the caller. */
-  private startLegacy(task: TaskSnapshot, ctx: McpRequestContext): void {
-    this.toolRunner.rememberPrincipal(
-      task.id,
-      ctx.principal,
-      ctx.session
-        ? { clientCapabilities: ctx.clientCapabilities, protocolVersion: ctx.protocolVersion }
-        : undefined,
-      ctx.tool,
-    );
-    this.runner.start(task);
   }
 
   // ---------------------------------------------------------------- modern (2026-07-28)
@@ -160,6 +159,7 @@ export class ToolCallEscalation implements OnModuleInit {
           toolName: tool.name,
           requestParams,
           requestedTtlMs: null,
+          principal: storedPrincipal(ctx.principal),
         },
         (signal, link) => this.inlineWork(p, ctx, signal, link),
         { signal: ctx.signal, windowMs },
@@ -170,6 +170,8 @@ export class ToolCallEscalation implements OnModuleInit {
         throw ctx.signal.reason instanceof Error ? ctx.signal.reason : new Error('request closed');
       case 'task':
         return modernCreateTaskResult(escalation.task);
+      case 'finished':
+        return this.finishedTask(escalation.task, decision.mode === 'task');
       case 'inline':
         return this.inlineOutcome(
           escalation.outcome,
@@ -217,35 +219,46 @@ export class ToolCallEscalation implements OnModuleInit {
   ): Promise<Record<string, unknown>> {
     const tool = ctx.tool?.descriptor;
     if (!tool) throw new Error('a keyed task creation needs its resolved tool');
-    const { task, created } = await this.counted(() =>
-      this.tasks.createKeyed({
-        ownerId: ctx.principal.id,
-        era: 'modern',
-        toolName: tool.name,
-        requestParams,
-        requestedTtlMs: null,
-        mode: 'immediate',
-        idempotencyKey: key,
-        requestHash: idempotencyRequestHash(p),
-      }),
+    const r = await this.counted(() =>
+      this.tasks.runKeyed(
+        {
+          ownerId: ctx.principal.id,
+          era: 'modern',
+          toolName: tool.name,
+          requestParams,
+          requestedTtlMs: null,
+          mode: 'immediate',
+          principal: storedPrincipal(ctx.principal),
+          idempotencyKey: key,
+          requestHash: idempotencyRequestHash(p),
+        },
+        (signal, link) => this.inlineWork(p, ctx, signal, link),
+        { signal: ctx.signal, windowMs },
+      ),
     );
-    if (!created) return this.replay(task, mustBeTask);
-    const r = await this.tasks.runKeyedWindow(task, (signal, link) => this.inlineWork(p, ctx, signal, link), {
-      signal: ctx.signal,
-      windowMs,
-    });
-    if (r.kind === 'task' || mustBeTask || r.outcome.kind === 'input_required') {
-      // A question parks the task (it exists already): the client answers it with tasks/update.
-      return modernCreateTaskResult(r.task);
+    switch (r.kind) {
+      case 'task':
+        return modernCreateTaskResult(r.task);
+      case 'repeat':
+      case 'finished':
+        return this.finishedTask(r.task, mustBeTask);
+      case 'inline':
+        // A question parks the task (it exists already): the client answers it with tasks/update.
+        if (mustBeTask || r.outcome.kind === 'input_required') return modernCreateTaskResult(r.task);
+        if (r.outcome.kind === 'completed') return r.outcome.result;
+        throw new McpProtocolError(r.outcome.error.code, r.outcome.error.message, r.outcome.error.data);
     }
-    if (r.outcome.kind === 'completed') return r.outcome.result;
-    throw new McpProtocolError(r.outcome.error.code, r.outcome.error.message, r.outcome.error.data);
   }
 
-  /** A repeated keyed call: a finished task's answer again (optional tools), else its CreateTaskResult. */
-  private replay(task: TaskSnapshot, mustBeTask: boolean): Record<string, unknown> {
-    if (!mustBeTask && task.status === 'completed' && task.result) return task.result;
-    if (!mustBeTask && task.status === 'failed' && task.error) {
+  /**
+   * A queued task a worker ended inside the window, or a keyed call's repeat: an optional tool answers with
+   * its result (or its error), exactly as an inline call would; a required tool, or a task that did not
+   * complete or fail (cancelled, or still live), answers with the task.
+   */
+  private finishedTask(task: TaskSnapshot, mustBeTask: boolean): Record<string, unknown> {
+    if (mustBeTask) return modernCreateTaskResult(task);
+    if (task.status === 'completed' && task.result) return task.result;
+    if (task.status === 'failed' && task.error) {
       throw new McpProtocolError(task.error.code, task.error.message, task.error.data);
     }
     return modernCreateTaskResult(task);
@@ -267,15 +280,20 @@ export class ToolCallEscalation implements OnModuleInit {
       if (outcome.kind === 'completed') return outcome.result;
       throw new McpProtocolError(outcome.error.code, outcome.error.message, outcome.error.data);
     }
+    // Already finished: it takes no slot, so it is leased here whatever the slots say.
     const task = await this.counted(() =>
-      this.tasks.create({
-        ownerId: ctx.principal.id,
-        era: 'modern',
-        toolName,
-        requestParams,
-        requestedTtlMs: null,
-        mode: 'escalated',
-      }),
+      this.tasks.create(
+        {
+          ownerId: ctx.principal.id,
+          era: 'modern',
+          toolName,
+          requestParams,
+          requestedTtlMs: null,
+          mode: 'escalated',
+          principal: storedPrincipal(ctx.principal),
+        },
+        { placement: 'here' },
+      ),
     );
     this.runner.adopt(task, new AbortController(), Promise.resolve(outcome));
     return modernCreateTaskResult(task);
