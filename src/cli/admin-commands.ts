@@ -1,5 +1,7 @@
 import { InstancesConfig } from '../instances/instances.config.js';
-import { TASK_STATUSES, type TaskStatus } from '../tasks/task-state.js';
+import { isTerminal, TASK_STATUSES, type TaskStatus } from '../tasks/task-state.js';
+import { redriveOf } from '../tasks/task-redrive.js';
+import { TasksConfig } from '../tasks/tasks.config.js';
 import type { Task } from '../tasks/task.entity.js';
 import { TaskError, TaskErrorCode } from '../tasks/tasks.errors.js';
 import {
@@ -51,6 +53,7 @@ function taskView(t: Task): Record<string, unknown> {
     inputRounds: t.inputRounds,
     error: t.error,
     resultIsError: t.result ? t.result.isError === true : null,
+    redrivenFrom: t.redrivenFrom,
   };
 }
 
@@ -106,7 +109,8 @@ export async function runTasksCommand(args: string[], s: CliServices, io: CliIo)
         io.err(`no task with id ${id}`);
         return ExitCode.FAILED;
       }
-      const view = taskView(t);
+      // Both directions of a redrive: the task this one retried, and the tasks that retried this one.
+      const view = { ...taskView(t), redrivenAs: await s.tasksAdmin.redrivenAs(t.id) };
       if (json) io.out(JSON.stringify(view, null, 2));
       else
         for (const [k, v] of Object.entries(view))
@@ -139,6 +143,29 @@ export async function runTasksCommand(args: string[], s: CliServices, io: CliIo)
         return ExitCode.NOT_APPLIED;
       }
       if (!json) io.out(`cancelled ${id}`);
+      return ExitCode.OK;
+    }
+    case 'retry': {
+      allowOnly(parsed, ['json']);
+      const [id] = positional(parsed, ['TASK_ID']);
+      const old = await s.tasksAdmin.findById(id);
+      if (!old) {
+        io.err(`no task with id ${id}`);
+        return ExitCode.FAILED;
+      }
+      if (!isTerminal(old.status)) {
+        io.err(
+          `task ${id} is still ${old.status}: only a completed, failed or cancelled task can be retried ` +
+            `(cancel it first: tasks cancel ${id})`,
+        );
+        return ExitCode.NOT_APPLIED;
+      }
+      // A new task, queued: any running server with a free slot claims it and runs it as the owner.
+      const task = await s.creations.insertWithLimits(
+        redriveOf(old, s.config.get(TasksConfig).TASK_LEASE_MS),
+        s.creationLimits,
+      );
+      io.out(json ? JSON.stringify({ id: task.id, redrivenFrom: id, status: task.status }) : task.id);
       return ExitCode.OK;
     }
     default:
@@ -272,5 +299,7 @@ export async function runJanitorCommand(args: string[], s: CliServices, io: CliI
 export function describeCommandError(err: unknown): string | undefined {
   if (err instanceof TaskError && err.code === TaskErrorCode.TASK_BUSY)
     return 'the task is busy (locked); try again';
+  // A creation limit (tasks retry): the message names the limit and its setting.
+  if (err instanceof TaskError && err.code === TaskErrorCode.LIMIT_EXCEEDED) return err.message;
   return undefined;
 }

@@ -8,6 +8,8 @@ import { HealthConfig } from '../health/health.config.js';
 import { InstancesConfig } from '../instances/instances.config.js';
 import { JanitorConfig } from '../janitor/janitor.config.js';
 import { TasksConfig } from '../tasks/tasks.config.js';
+import { QuotasConfig } from '../quotas/quotas.config.js';
+import type { CreationLimits } from '../tasks/creation-limits.js';
 import { HealthService } from '../health/health.service.js';
 import { InstancesAdminRepository } from '../instances/instances-admin.repository.js';
 import { InstancesRepository } from '../instances/instances.repository.js';
@@ -40,6 +42,10 @@ export interface CliServices {
   config: LoadedConfig;
   tasks: TasksRepository;
   tasksAdmin: TasksAdminRepository;
+  /** Task creation under the server's creation limits and lock (`tasks retry`). */
+  creations: TaskCreationRepository;
+  /** The creation limits the server applies (TASK_MAX_PER_OWNER, TASK_MAX_TOTAL, QUOTA_RETAINED_TASKS_PER_OWNER). */
+  creationLimits: CreationLimits;
   sessions: SessionsRepository;
   /** Ends a session and waits until every running instance dropped it (see SessionsService.end). */
   endSession(id: string): Promise<void>;
@@ -85,11 +91,12 @@ export function buildCliServices(ds: DataSource, config: LoadedConfig): CliServi
   const writer = new TaskRowWriter(transactions, publisher);
   const tasks = new TasksRepository(ds, transactions, writer, publisher);
   const tasksAdmin = new TasksAdminRepository(ds);
-  // The task metrics listen to the commit groups; the CLI never writes through them.
+  // The task metrics listen to the commit groups (a throw-away registry here).
+  const creations = new TaskCreationRepository(ds, tasksConfig, transactions, publisher);
   const taskMetrics = new TaskMetrics(
     metrics,
     tasksAdmin,
-    new TaskCreationRepository(ds, tasksConfig, transactions, publisher),
+    creations,
     new TaskOutcomesRepository(
       ds,
       tasksConfig,
@@ -104,6 +111,12 @@ export function buildCliServices(ds: DataSource, config: LoadedConfig): CliServi
     config,
     tasks,
     tasksAdmin,
+    creations,
+    creationLimits: {
+      maxPerOwner: tasksConfig.TASK_MAX_PER_OWNER,
+      maxTotal: tasksConfig.TASK_MAX_TOTAL,
+      maxRetainedPerOwner: config.get(QuotasConfig).QUOTA_RETAINED_TASKS_PER_OWNER,
+    },
     sessions,
     endSession: async (id) => {
       await sessions.end(id);

@@ -11,6 +11,8 @@ import { SessionsRepository } from '../sessions/sessions.repository.js';
 import { SessionsService } from '../sessions/sessions.service.js';
 import { TASK_CHANNEL } from '../tasks/task-change-publisher.js';
 import { TaskCreationRepository } from '../tasks/task-creation.repository.js';
+import { TaskOutcomesRepository } from '../tasks/task-outcomes.repository.js';
+import { TASK_QUEUE_CHANNEL } from '../tasks/task-queue.js';
 import { createTestApp } from '../../test/support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
 import { REPO_ROOT } from '../../test/support/server-process.js';
@@ -33,11 +35,15 @@ describe('admin CLI (real PostgreSQL, beside a running server)', () => {
   let tasks: TaskCreationRepository;
 
   async function cli(...argv: string[]): Promise<CliRun> {
+    return cliWith({}, ...argv);
+  }
+
+  async function cliWith(env: Record<string, string>, ...argv: string[]): Promise<CliRun> {
     const out: string[] = [];
     const err: string[] = [];
     const code = await runCli(
       argv,
-      { DATABASE_URL: db.url, LOG_LEVEL: 'error' },
+      { DATABASE_URL: db.url, LOG_LEVEL: 'error', ...env },
       { out: (l) => out.push(l), err: (l) => err.push(l) },
     );
     return { code, out: out.join('\n'), err: err.join('\n') };
@@ -68,13 +74,44 @@ describe('admin CLI (real PostgreSQL, beside a running server)', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase('cli');
-    app = await createTestApp(db.url, { JANITOR_ENABLED: 'false' });
+    // A web instance runs no task work: a task `tasks retry` queues stays queued here, where it can be
+    // looked at (test/e2e/redrive.e2e-spec.ts has a worker run one).
+    app = await createTestApp(db.url, { JANITOR_ENABLED: 'false', INSTANCE_ROLE: 'web' });
     tasks = app.get(TaskCreationRepository);
   });
   afterAll(async () => {
     await app.close();
     await db.drop();
   });
+
+  /** A task of `ownerId` run by the app's instance, then failed by that run (as a handler error would). */
+  async function failedTask(ownerId: string, toolName: string): Promise<string> {
+    const instanceId = app.get(InstancesService).instanceId;
+    const id = `cli-${randomBytes(6).toString('hex')}`;
+    await tasks.insertWithLimits(
+      {
+        id,
+        ownerId,
+        sessionId: 'session-of-the-old-task',
+        era: 'legacy',
+        toolName,
+        ttlMs: 600_000,
+        pollIntervalMs: 750,
+        requestParams: { name: toolName, arguments: { n: 7 }, task: { ttl: 600_000 } },
+        instanceId,
+        leaseMs: 600_000,
+        principal: { id: ownerId, provider: 'proxy', subject: 'ops', scopes: ['tasks'], groups: [] },
+        resumable: true,
+        maxAttempts: 4,
+      },
+      { maxPerOwner: 1000, maxTotal: 1000, maxRetainedPerOwner: 1000 },
+    );
+    const r = await app
+      .get(TaskOutcomesRepository)
+      .failIfCurrent({ taskId: id, generation: 1, instanceId }, { code: -32603, message: 'upstream down' });
+    expect(r.applied).toBe(true);
+    return id;
+  }
 
   describe('tasks', () => {
     let a1: string;
@@ -198,6 +235,86 @@ describe('admin CLI (real PostgreSQL, beside a running server)', () => {
         c.query<{ generation: string }>('SELECT generation FROM task WHERE id = $1', [id]),
       );
       expect(generation.rows[0].generation).toBe('2');
+    });
+  });
+
+  describe('tasks retry (redrive)', () => {
+    it('a failed task becomes a NEW queued task with its tool, arguments and owner, linked both ways', async () => {
+      const queued: unknown[] = [];
+      const bus = app.get(PgBusService);
+      const off = bus.subscribe(TASK_QUEUE_CHANNEL, (p) => queued.push(p));
+      await bus.listening();
+      try {
+        const old = await failedTask('owner-r', 'tool_r');
+        const r = await cli('tasks', 'retry', old);
+        expect(r).toMatchObject({ code: 0, err: '' });
+        const id = r.out;
+        expect(id).not.toBe(old);
+        const rows = await withClient(db.url, (c) =>
+          c.query(
+            `SELECT id, owner_id, session_id, era, tool_name, request_params, principal, resumable, max_attempts,
+                    attempt, failed_attempts, redriven_from, idempotency_key, ttl_ms, poll_interval_ms,
+                    status, instance_id, available_at IS NOT NULL AS was_queued
+               FROM task WHERE id = ANY($1) ORDER BY id = $2 DESC`,
+            [[old, id], old],
+          ),
+        );
+        const [before, after] = rows.rows;
+        expect(after).toEqual({
+          ...before,
+          id,
+          redriven_from: old,
+          status: 'working',
+          instance_id: null,
+          was_queued: true,
+          attempt: 1,
+          failed_attempts: 0,
+        });
+        expect(before).toMatchObject({ status: 'failed', resumable: true, max_attempts: 4 });
+        // Announced on the queue channel at commit: a running server's claimer wakes for it.
+        const t0 = Date.now();
+        while (queued.length === 0 && Date.now() - t0 < 5000) await new Promise((res) => setTimeout(res, 20));
+        expect(queued).toContainEqual(expect.objectContaining({ taskId: id }));
+
+        // tasks show links both ways; a second retry is one more new task.
+        expect((await cli('tasks', 'show', id)).out).toContain(`redrivenFrom: ${old}`);
+        const second = await cli('tasks', 'retry', old, '--json');
+        const json = JSON.parse(second.out) as { id: string; redrivenFrom: string; status: string };
+        expect(json).toEqual({ id: expect.any(String), redrivenFrom: old, status: 'working' });
+        const shown = JSON.parse((await cli('tasks', 'show', old, '--json')).out) as Record<string, unknown>;
+        expect(shown).toMatchObject({ redrivenFrom: null, redrivenAs: [id, json.id] });
+        expect((await cli('tasks', 'show', old)).out).toContain(
+          `redrivenAs: ${JSON.stringify([id, json.id])}`,
+        );
+      } finally {
+        off();
+      }
+    });
+
+    it('refuses a live task (exit 3) and an unknown one (exit 1); the creation limits hold', async () => {
+      const live = await newTask('owner-l', 'tool_r');
+      expect(await cli('tasks', 'retry', live)).toEqual({
+        code: 3,
+        out: '',
+        err:
+          `task ${live} is still working: only a completed, failed or cancelled task can be retried ` +
+          `(cancel it first: tasks cancel ${live})`,
+      });
+      expect(await cli('tasks', 'retry', 'no-such-task')).toEqual({
+        code: 1,
+        out: '',
+        err: 'no task with id no-such-task',
+      });
+      // owner-l has one live task: with TASK_MAX_PER_OWNER = 1 a redrive would be its second.
+      const old = await failedTask('owner-l', 'tool_r');
+      expect(await cliWith({ TASK_MAX_PER_OWNER: '1' }, 'tasks', 'retry', old)).toEqual({
+        code: 1,
+        out: '',
+        err: 'Too many live tasks for this caller (TASK_MAX_PER_OWNER = 1)',
+      });
+      expect(
+        await withClient(db.url, (c) => c.query('SELECT id FROM task WHERE redriven_from = $1', [old])),
+      ).toMatchObject({ rowCount: 0 });
     });
   });
 
@@ -329,8 +446,12 @@ describe('admin CLI (real PostgreSQL, beside a running server)', () => {
   });
 
   it('instances: shows the running server as alive with the live tasks it holds', async () => {
+    // Held: leased to it. Queued tasks (tasks retry) are live but held by no instance.
     const live = await withClient(db.url, (c) =>
-      c.query<{ n: string }>(`SELECT count(*) AS n FROM task WHERE status IN ('working', 'input_required')`),
+      c.query<{ n: string }>(
+        `SELECT count(*) AS n FROM task WHERE status IN ('working', 'input_required') AND instance_id = $1`,
+        [app.get(InstancesService).instanceId],
+      ),
     );
     const r = await cli('instances', 'list', '--json');
     expect(r.code).toBe(0);

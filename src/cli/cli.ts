@@ -25,8 +25,10 @@ export type { CliIo } from './admin-commands.js';
 export const USAGE = `usage: npm run cli -- <command> [options]      (add --json for machine-readable output)
   tasks list [--owner ID] [--status S[,S]] [--tool NAME] [--older-than DUR] [--newer-than DUR] [--limit N]
                                               tasks of every owner, newest first (DUR: 90s, 15m, 2h, 7d)
-  tasks show TASK_ID                          one task (its status, lease, error; not its arguments)
+  tasks show TASK_ID                          one task (its status, lease, error, redrives; not its arguments)
   tasks cancel TASK_ID [--reason TEXT]        cancel a live task, as its owner's tasks/cancel would
+  tasks retry TASK_ID                         run a finished task again as a new queued task (same tool,
+                                              arguments, owner; linked both ways in tasks show); prints its id
   sessions list [--principal ID] [--all] [--limit N]
                                               legacy sessions (--all: ended ones too)
   sessions end SESSION_ID                     end a session; its next request gets 404

@@ -15,6 +15,7 @@ import type { ResolvedTool } from '../tool-dispatch/tool-registry.service.js';
 import { ToolRegistry } from '../tool-dispatch/tool-registry.service.js';
 import { MethodRegistry } from '../protocol/method-registry.js';
 import { ProtocolError } from '../protocol/protocol.errors.js';
+import { IDEMPOTENCY_KEY_HEADER, idempotencyKeyOf } from '../protocol/idempotency-key.js';
 import { isLoggingLevel, type McpRequestContext } from '../protocol/request-context.js';
 import { isLegacyVersion, negotiateLegacyVersion } from '../protocol/versions.js';
 import { currentOperation } from '../telemetry/mcp-operation.js';
@@ -120,10 +121,10 @@ export class LegacyMcpHandler {
     principal: Principal,
   ): Promise<void> {
     // The call's one tool lookup, before the session is resolved (a scope refusal answers 403 first).
-    const tool =
-      message.kind === 'request' && message.message.method === 'tools/call'
-        ? resolveToolCall(this.registry, message.message.params, principal)
-        : undefined;
+    const toolsCall = message.kind === 'request' && message.message.method === 'tools/call';
+    const tool = toolsCall ? resolveToolCall(this.registry, message.message.params, principal) : undefined;
+    // Only a tools/call can create a task, the one thing the key names; every other request ignores it.
+    const idempotencyKey = toolsCall ? idempotencyKeyOf(req.header(IDEMPOTENCY_KEY_HEADER)) : undefined;
     const session = await this.session(req, principal);
     this.checkVersionHeader(req);
     switch (message.kind) {
@@ -136,7 +137,7 @@ export class LegacyMcpHandler {
         res.status(202).end();
         return;
       case 'request':
-        await this.onRequest(res, session, message.message, principal, tool);
+        await this.onRequest(res, session, message.message, principal, tool, idempotencyKey);
         return;
     }
   }
@@ -240,6 +241,7 @@ export class LegacyMcpHandler {
     m: JsonRpcRequest,
     principal: Principal,
     tool: ResolvedTool | undefined,
+    idempotencyKey: string | undefined,
   ): Promise<void> {
     const channel = new LegacyChannel(res, session.id, this.hub, this.events, {
       keepAliveMs: this.config.SSE_KEEPALIVE_MS,
@@ -275,6 +277,7 @@ export class LegacyMcpHandler {
       input: new LegacyInput(session, channel, this.clientRequests, controller.signal),
       closeSseStream: () => channel.closeConnection(),
       tool,
+      idempotencyKey,
     };
     try {
       if (m.method === 'initialize') {

@@ -6,6 +6,7 @@ import { CACHEABLE_METHODS, SERVER_INFO } from '../protocol/mcp-methods.service.
 import { MethodRegistry } from '../protocol/method-registry.js';
 import { InputRequiredSignal, MrtrInput } from '../protocol/mrtr-input.js';
 import { ProtocolError } from '../protocol/protocol.errors.js';
+import { IDEMPOTENCY_KEY_HEADER, idempotencyKeyOf } from '../protocol/idempotency-key.js';
 import { isLoggingLevel, type McpRequestContext } from '../protocol/request-context.js';
 import { paramsDigest, RequestStateCodec } from '../protocol/request-state.js';
 import { isModernVersion, META, MODERN_VERSIONS } from '../protocol/versions.js';
@@ -161,6 +162,9 @@ export class ModernMcpHandler {
     // The call's one tool lookup, before the envelope checks (a scope refusal answers 403 first).
     const tool = m.method === 'tools/call' ? resolveToolCall(this.registry, m.params, principal) : undefined;
     const { version, caps, meta } = this.validate(req, m, tool);
+    // Only a tools/call can create a task, the one thing the key names; every other request ignores it.
+    const idempotencyKey =
+      m.method === 'tools/call' ? idempotencyKeyOf(req.header(IDEMPOTENCY_KEY_HEADER)) : undefined;
     const params = m.params ?? {};
     const handler = this.methods.handler(m.method, 'modern');
     if (!handler) throw ProtocolError.methodNotFound(m.method, 404);
@@ -198,6 +202,7 @@ export class ModernMcpHandler {
       input,
       answers,
       tool,
+      idempotencyKey,
     };
     await this.responder.run(
       'modern',

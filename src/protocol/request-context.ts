@@ -37,6 +37,11 @@ export interface McpRequestContext {
   tool?: ResolvedTool;
   /** Modern era: answers gathered so far (MRTR), for the handler's input API. */
   answers?: Record<string, unknown>;
+  /**
+   * tools/call: the request's Idempotency-Key header, validated (protocol/idempotency-key.ts). Used only when
+   * the call creates a task; every other call ignores it.
+   */
+  idempotencyKey?: string;
 }
 
 export const LOG_LEVEL_ORDER: LoggingLevel[] = [

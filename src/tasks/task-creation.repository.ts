@@ -3,7 +3,7 @@ import { DataSource } from 'typeorm';
 import { TasksConfig } from './tasks.config.js';
 import { AdvisoryLockKey } from '../database/advisory-locks.js';
 import { runPrepared, type PreparedStatement } from '../database/prepared-query.js';
-import { inTransaction } from '../database/sql-transaction.js';
+import { inTransaction, type SqlTx } from '../database/sql-transaction.js';
 import type { StoredTraceContext } from '../telemetry/trace-context.js';
 import { CommitGroupQueue, type CommitGroupListener } from './commit-group.js';
 import { LIMIT_SQLSTATES, limitRefusal, oneMore, strictest, type CreationLimits } from './creation-limits.js';
@@ -87,11 +87,38 @@ function insertStatement(n: number): PreparedStatement {
 }
 const INSERT_TASK = insertStatement(1);
 
+/**
+ * A creation with an Idempotency-Key: the owner's key is unique while its task exists
+ * (task_owner_idempotency_idx), so a second creation with it inserts nothing. A concurrent one still
+ * committing makes this wait for its outcome (then nothing, or the insert if it rolled back).
+ */
+const INSERT_KEYED: PreparedStatement = {
+  name: 'mcp_task_insert_keyed',
+  text: `INSERT INTO task (${INSERT_COLUMNS}) VALUES ${insertTuple(0)}
+         ON CONFLICT (owner_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+         RETURNING ${SNAPSHOT_COLUMNS}`,
+};
+
+/** The task an owner's Idempotency-Key names, with the hash of the call that created it. */
+const FIND_KEYED = `SELECT ${SNAPSHOT_COLUMNS}, request_hash FROM task WHERE owner_id = $1 AND idempotency_key = $2`;
+
+/** How a keyed creation ended: this call's new task, or the one the key already named. */
+export interface KeyedCreation {
+  task: TaskSnapshot;
+  /** True when this call inserted it (its work must start); false for an earlier call's task. */
+  created: boolean;
+  /** The hash of the tool and arguments the task was created with. */
+  requestHash: string | null;
+}
+
 /** The row a creation with a freshly minted id finds already there: the one an earlier attempt committed. */
 const FIND_CREATED: PreparedStatement = {
   name: 'mcp_task_find_created',
   text: `SELECT ${SNAPSHOT_COLUMNS} FROM task WHERE id = $1 AND owner_id = $2 AND tool_name = $3`,
 };
+
+/** The key's task was deleted between the conflict and the read: try the insert again. */
+class KeyFreedAgain extends Error {}
 
 interface Creation {
   task: NewTask;
@@ -142,6 +169,49 @@ export class TaskCreationRepository {
   }
 
   /**
+   * A creation with an Idempotency-Key (`t.idempotencyKey` and `t.requestHash` set), always alone: never in
+   * a commit group, whose multi-row INSERT one conflicting key would fail for every member. Inserted →
+   * checked against the creation limits exactly like insertAlone. The key already taken by this owner →
+   * that task, whatever its hash (the caller compares). Another owner's key never conflicts.
+   */
+  insertKeyed(t: NewTask, limits: CreationLimits): Promise<KeyedCreation> {
+    if (!t.idempotencyKey || !t.requestHash) throw new Error('insertKeyed needs an idempotency key and hash');
+    return this.transactions.untilKnown(() => this.insertKeyedOnce(t, limits));
+  }
+
+  /**
+   * One attempt of insertKeyed. A row with this creation's own id is one an earlier attempt committed
+   * without hearing back: still `created`, so its work starts once.
+   */
+  private async insertKeyedOnce(t: NewTask, limits: CreationLimits, freed = 0): Promise<KeyedCreation> {
+    try {
+      return await this.transactions.tx(async (m) => {
+        const rows = await m.first<Row>(INSERT_KEYED, insertValues(t));
+        if (rows.length === 0) {
+          const [row] = await m.query<Row>(FIND_KEYED, [t.ownerId, t.idempotencyKey]);
+          // Deleted between the conflict and the read (the janitor removed its expired task): the key is
+          // free again, and the next attempt inserts.
+          if (!row) throw new KeyFreedAgain();
+          const task = rowToSnapshot(row);
+          return {
+            task,
+            created: task.id === t.id,
+            requestHash: (row.request_hash as string | null) ?? null,
+          };
+        }
+        const task = rowToSnapshot(rows[0]);
+        this.checkLimitsAtCommit(m, t.ownerId, limits);
+        await this.publisher.publish(m, task, null);
+        await this.publisher.announceQueued(m, task);
+        return { task, created: true, requestHash: t.requestHash ?? null };
+      });
+    } catch (err) {
+      if (err instanceof KeyFreedAgain && freed < 3) return this.insertKeyedOnce(t, limits, freed + 1);
+      throw this.creationRefusal(err, limits);
+    }
+  }
+
+  /**
    * One creation in its own transaction. The row goes in first; the round trip that commits then takes the
    * creation advisory lock and checks the limits against the usage counters (which count a creation at its
    * commit), so the lock is held for that one round trip only. Creations checked before this one have
@@ -162,27 +232,36 @@ export class TaskCreationRepository {
       return await this.transactions.tx(async (m) => {
         const rows = await m.first<Row>(INSERT_TASK, insertValues(t));
         const task = rowToSnapshot(rows[0]);
-        m.atCommit(`SELECT pg_advisory_xact_lock(${AdvisoryLockKey.TaskCreation})`);
-        m.atCommit('SELECT task_check_creation_limits($1, $2::int, $3::int, $4::int)', [
-          t.ownerId,
-          limits.maxPerOwner,
-          limits.maxRetainedPerOwner,
-          limits.maxTotal,
-        ]);
+        this.checkLimitsAtCommit(m, t.ownerId, limits);
         await this.publisher.publish(m, task, null);
         await this.publisher.announceQueued(m, task);
         return task;
       });
     } catch (err) {
       const e = err as { code?: unknown; constraint?: unknown };
-      const limit = LIMIT_SQLSTATES[String(e.code)];
-      if (limit) throw limitRefusal(limit, limits);
       if (e.code === '23505' && e.constraint === 'PK_task') {
         const [row] = await runPrepared<Row>(this.dataSource, FIND_CREATED, [t.id, t.ownerId, t.toolName]);
         if (row) return rowToSnapshot(row);
       }
-      throw err;
+      throw this.creationRefusal(err, limits);
     }
+  }
+
+  /** The limits check of a lone creation, in the round trip that commits it (under the creation lock). */
+  private checkLimitsAtCommit(m: SqlTx, ownerId: string, limits: CreationLimits): void {
+    m.atCommit(`SELECT pg_advisory_xact_lock(${AdvisoryLockKey.TaskCreation})`);
+    m.atCommit('SELECT task_check_creation_limits($1, $2::int, $3::int, $4::int)', [
+      ownerId,
+      limits.maxPerOwner,
+      limits.maxRetainedPerOwner,
+      limits.maxTotal,
+    ]);
+  }
+
+  /** A limit the commit-time check raised becomes its TaskError; anything else stays as it is. */
+  private creationRefusal(err: unknown, limits: CreationLimits): unknown {
+    const limit = LIMIT_SQLSTATES[String((err as { code?: unknown }).code)];
+    return limit ? limitRefusal(limit, limits) : err;
   }
 
   /**

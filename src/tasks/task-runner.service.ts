@@ -193,6 +193,17 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
   }
 
   /**
+   * The outcome this instance's current run of the task wrote, once its recording has ended (undefined when
+   * no write applied: the task was cancelled, expired or taken over meanwhile); undefined when no run of it
+   * is here. For a call that answers with what its task recorded (an Idempotency-Key's inline window).
+   */
+  recordedOutcome(taskId: string): Promise<WrittenOutcome | undefined> | undefined {
+    const entry = this.running.get(taskId);
+    if (!entry) return undefined;
+    return entry.done.then(() => entry.written);
+  }
+
+  /**
    * Aborts the local run of a task, if any, whatever its generation (cancellation and expiry end the task
    * itself; on this instance they do not wait for the bus).
    */

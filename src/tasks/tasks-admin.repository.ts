@@ -17,8 +17,9 @@ export interface TaskAdminFilter {
 
 /**
  * Operator reads across all owners: the admin CLI's listings, and the live-task gauge (TaskMetrics). The
- * server's own reads stay owner-scoped in TasksRepository. The CLI's writes (cancel) go through
- * TasksRepository so they take the same row locks and send the same notifications as the server.
+ * server's own reads stay owner-scoped in TasksRepository. The CLI's writes (cancel, retry) go through
+ * TasksRepository and TaskCreationRepository so they take the same row locks, check the same creation
+ * limits and send the same notifications as the server.
  */
 @Injectable()
 export class TasksAdminRepository {
@@ -37,6 +38,18 @@ export class TasksAdminRepository {
 
   async findById(id: string): Promise<Task | null> {
     return this.dataSource.getRepository(Task).findOneBy({ id });
+  }
+
+  /**
+   * The tasks `tasks retry` created from this one (redriven_from), oldest first. Unindexed: an operator's
+   * one-off read, never on a request path.
+   */
+  async redrivenAs(id: string): Promise<string[]> {
+    const rows = await this.dataSource.query<Row[]>(
+      `SELECT id FROM task WHERE redriven_from = $1 ORDER BY created_at, id`,
+      [id],
+    );
+    return rows.map((r) => r.id as string);
   }
 
   /** Live tasks by status, for the mcp_tasks_active gauge. */

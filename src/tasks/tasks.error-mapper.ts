@@ -11,6 +11,12 @@ export function mapTaskError(err: TaskError): WireRefusal {
     case TaskErrorCode.INVALID_CURSOR:
     case TaskErrorCode.INVALID_ARGUMENT:
       return { code: JSONRPC.INVALID_PARAMS, message: err.message };
+    case TaskErrorCode.IDEMPOTENCY_CONFLICT:
+      return {
+        code: JSONRPC.INVALID_PARAMS,
+        message: err.message,
+        data: { idempotencyKey: err.idempotencyKey },
+      };
     case TaskErrorCode.LIMIT_EXCEEDED:
     case TaskErrorCode.TASK_BUSY:
       return { code: JSONRPC.SERVER_ERROR, message: err.message };

@@ -18,6 +18,8 @@ export enum TaskErrorCode {
   TASK_BUSY = 'TASK_BUSY',
   /** Invalid arguments from the calling layer (a programming error there, not a client error). */
   INVALID_ARGUMENT = 'INVALID_ARGUMENT',
+  /** An Idempotency-Key this owner already used with another tool or other arguments (`idempotencyKey`). */
+  IDEMPOTENCY_CONFLICT = 'IDEMPOTENCY_CONFLICT',
 }
 
 export class TaskError extends DomainError<TaskErrorCode> {
@@ -28,8 +30,21 @@ export class TaskError extends DomainError<TaskErrorCode> {
     readonly task?: TaskSnapshot,
     /** For LIMIT_EXCEEDED by a per-owner quota: which one, so the edge can name it and count it. */
     readonly quota?: { quota: string; limit: number; setting: string },
+    /** For IDEMPOTENCY_CONFLICT: the key, which the edge names in the error's data. */
+    readonly idempotencyKey?: string,
   ) {
     super(code, message);
+  }
+
+  static idempotencyConflict(key: string): TaskError {
+    return new TaskError(
+      TaskErrorCode.IDEMPOTENCY_CONFLICT,
+      `Idempotency-Key '${key}' was already used with another tool or other arguments; ` +
+        'use a new key for a different call',
+      undefined,
+      undefined,
+      key,
+    );
   }
 
   static notFound(): TaskError {

@@ -12,7 +12,8 @@ import type { TaskChange, TaskEra, TaskOutcome, TaskSnapshot } from './task.type
 import { TaskError, TaskErrorCode } from './tasks.errors.js';
 import { TASK_CHANNEL, type TaskChangeHook } from './task-change-publisher.js';
 import type { ProgressUpdate } from '../tool-dispatch/tool-context.js';
-import { TaskCreationRepository } from './task-creation.repository.js';
+import { TaskCreationRepository, type NewTask } from './task-creation.repository.js';
+import type { CreationLimits } from './creation-limits.js';
 import { TasksRepository, type MergeResult, type VersionedTask } from './tasks.repository.js';
 import { QuotasConfig } from '../quotas/quotas.config.js';
 import { TasksConfig } from './tasks.config.js';
@@ -45,6 +46,24 @@ export interface CreateTaskInput {
  * queued for whichever instance has a free slot first (TaskClaimer).
  */
 export type TaskPlacement = 'here' | 'queue';
+
+/** A creation named by an Idempotency-Key (createKeyed). */
+export interface KeyedTaskInput extends CreateTaskInput {
+  idempotencyKey: string;
+  /** Hash of the tool and arguments (never the ttl or _meta): what makes a repeat "the same call". */
+  requestHash: string;
+}
+
+/** How a modern call with an Idempotency-Key went (runKeyed). */
+export type KeyedRunResult =
+  /** The key already named a task (this call created nothing): answer from that task. */
+  | { kind: 'repeat'; task: TaskSnapshot }
+  /** Created, and its work ended inside the window with this outcome, recorded on `task` (as written). */
+  | { kind: 'inline'; outcome: TaskOutcome; task: TaskSnapshot }
+  /** Created, and it ended inside the window as `task` says (a worker elsewhere ran it, or it threw). */
+  | { kind: 'finished'; task: TaskSnapshot }
+  /** Created, and still running (or queued) when the window ran out: the CreateTaskResult. */
+  | { kind: 'task'; task: TaskSnapshot };
 
 export interface TaskPage {
   tasks: TaskSnapshot[];
@@ -190,35 +209,156 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     input: CreateTaskInput,
     opts: { placement?: TaskPlacement; id?: string } = {},
   ): Promise<TaskSnapshot> {
+    const task = await this.creations.insertWithLimits(this.newTask(input, opts), this.creationLimits());
+    this.metrics.taskCreated(task.toolName, input.mode ?? 'immediate');
+    return task;
+  }
+
+  /** The row a creation inserts: leased to this instance (`here`) or queued. */
+  private newTask(input: CreateTaskInput, opts: { placement?: TaskPlacement; id?: string }): NewTask {
     if (!input.ownerId || !input.toolName) {
       throw new TaskError(TaskErrorCode.INVALID_ARGUMENT, 'ownerId and toolName are required');
     }
     const here = (opts.placement ?? (this.claimer.runsWork ? 'here' : 'queue')) === 'here';
-    const task = await this.creations.insertWithLimits(
-      {
-        id: opts.id ?? newTaskId(),
-        ownerId: input.ownerId,
-        sessionId: input.sessionId ?? null,
-        era: input.era,
-        toolName: input.toolName,
-        ttlMs: this.grantTtl(input.requestedTtlMs),
-        pollIntervalMs: this.config.TASK_POLL_INTERVAL_MS,
-        requestParams: input.requestParams ?? {},
-        instanceId: here ? this.instances.instanceId : null,
-        leaseMs: this.config.TASK_LEASE_MS,
-        statusMessage: here ? (input.statusMessage ?? null) : QUEUED_MESSAGE,
-        principal: input.principal ?? null,
-        // The request's span (tools/call …) becomes the task's trace: later work links back to it.
-        traceContext: captureTraceContext(),
-      },
-      {
-        maxPerOwner: this.config.TASK_MAX_PER_OWNER,
-        maxTotal: this.config.TASK_MAX_TOTAL,
-        maxRetainedPerOwner: this.quotasConfig.QUOTA_RETAINED_TASKS_PER_OWNER,
-      },
+    return {
+      id: opts.id ?? newTaskId(),
+      ownerId: input.ownerId,
+      sessionId: input.sessionId ?? null,
+      era: input.era,
+      toolName: input.toolName,
+      ttlMs: this.grantTtl(input.requestedTtlMs),
+      pollIntervalMs: this.config.TASK_POLL_INTERVAL_MS,
+      requestParams: input.requestParams ?? {},
+      instanceId: here ? this.instances.instanceId : null,
+      leaseMs: this.config.TASK_LEASE_MS,
+      statusMessage: here ? (input.statusMessage ?? null) : QUEUED_MESSAGE,
+      principal: input.principal ?? null,
+      // The request's span (tools/call …) becomes the task's trace: later work links back to it.
+      traceContext: captureTraceContext(),
+    };
+  }
+
+  private creationLimits(): CreationLimits {
+    return {
+      maxPerOwner: this.config.TASK_MAX_PER_OWNER,
+      maxTotal: this.config.TASK_MAX_TOTAL,
+      maxRetainedPerOwner: this.quotasConfig.QUOTA_RETAINED_TASKS_PER_OWNER,
+    };
+  }
+
+  /**
+   * Creates a task named by an Idempotency-Key, alone (never in a commit group) and under the same creation
+   * limits as create, placed like create. The owner's key already names a task → that task, with
+   * `created: false` (nothing to start): the same call repeated, from this instance or any other. The key
+   * used with another tool or other arguments → IDEMPOTENCY_CONFLICT naming the key. Keys are per owner:
+   * another owner's use of the same key is another task.
+   */
+  async createKeyed(
+    input: KeyedTaskInput,
+    opts: { placement?: TaskPlacement; id?: string } = {},
+  ): Promise<{ task: TaskSnapshot; created: boolean }> {
+    const r = await this.creations.insertKeyed(
+      { ...this.newTask(input, opts), idempotencyKey: input.idempotencyKey, requestHash: input.requestHash },
+      this.creationLimits(),
     );
-    this.metrics.taskCreated(task.toolName, input.mode ?? 'immediate');
-    return task;
+    if (r.requestHash !== input.requestHash) throw TaskError.idempotencyConflict(input.idempotencyKey);
+    if (r.created) this.metrics.taskCreated(r.task.toolName, input.mode ?? 'immediate');
+    return { task: r.task, created: r.created };
+  }
+
+  /**
+   * Legacy era with an Idempotency-Key: createAndStart through createKeyed. Only the call that created the
+   * task starts it (here with a free slot, else it is queued); a repeat gets the task and starts nothing.
+   */
+  async createKeyedAndStart(
+    input: KeyedTaskInput,
+    beforeStart?: (task: TaskSnapshot) => void,
+  ): Promise<{ task: TaskSnapshot; created: boolean }> {
+    const id = newTaskId();
+    const here = this.claimer.tryReserve(id);
+    let r: { task: TaskSnapshot; created: boolean };
+    try {
+      r = await this.createKeyed(input, { id, placement: here ? 'here' : 'queue' });
+    } catch (err) {
+      if (here) this.claimer.release(id);
+      throw err;
+    }
+    if (here && r.created) {
+      beforeStart?.(r.task);
+      this.runner.start(r.task, { principal: input.principal ?? null });
+    } else if (here) this.claimer.release(id);
+    return r;
+  }
+
+  /**
+   * Modern era with an Idempotency-Key: the call is recorded as a task from the start, so a repeat on any
+   * instance finds it. Created with a free slot here → `work` runs as the task's run at once (its outcome
+   * recorded on the task, fenced, whenever it ends) and the caller waits for the window: ended inside it →
+   * the outcome, recorded before this returns, so a repeat gets the same answer; otherwise the task.
+   * Without a slot it is queued and waited for like runInlineThenTask's queued case. The caller leaving does
+   * not cancel the work: the key's point is that a client whose connection broke repeats the call and
+   * finds its task.
+   */
+  async runKeyed(
+    input: KeyedTaskInput,
+    work: (signal: AbortSignal, link: EscalationLink) => Promise<TaskOutcome>,
+    opts: { windowMs?: number; signal?: AbortSignal } = {},
+  ): Promise<KeyedRunResult> {
+    const windowMs = opts.windowMs ?? this.config.TASK_INLINE_WINDOW_MS;
+    const id = newTaskId();
+    const here = this.claimer.tryReserve(id);
+    let r: { task: TaskSnapshot; created: boolean };
+    try {
+      r = await this.createKeyed(input, { id, placement: here ? 'here' : 'queue' });
+    } catch (err) {
+      if (here) this.claimer.release(id);
+      throw err;
+    }
+    if (!r.created) {
+      if (here) this.claimer.release(id);
+      return { kind: 'repeat', task: r.task };
+    }
+    if (!here) return this.waitWithin(r.task, windowMs, opts.signal);
+    return this.runKeyedWindow(r.task, work, windowMs, opts.signal);
+  }
+
+  /** The created keyed task's run, here, for the window (see runKeyed). */
+  private async runKeyedWindow(
+    task: TaskSnapshot,
+    work: (signal: AbortSignal, link: EscalationLink) => Promise<TaskOutcome>,
+    windowMs: number,
+    signal: AbortSignal | undefined,
+  ): Promise<KeyedRunResult> {
+    const controller = new AbortController();
+    const link = new EscalationLink();
+    const running = Promise.resolve().then(() => work(controller.signal, link));
+    link.attach(this.runner.adopt(task, controller, running));
+    const recorded = this.runner.recordedOutcome(task.id);
+    let timer: NodeJS.Timeout | undefined;
+    let onAbort: (() => void) | undefined;
+    const first = await Promise.race([
+      running.then(
+        (outcome) => ({ kind: 'done' as const, outcome }),
+        () => ({ kind: 'threw' as const }),
+      ),
+      new Promise<{ kind: 'window' }>((resolve) => {
+        timer = setTimeout(() => resolve({ kind: 'window' }), windowMs);
+        onAbort = () => resolve({ kind: 'window' });
+        if (signal?.aborted) onAbort();
+        signal?.addEventListener('abort', onAbort, { once: true });
+      }),
+    ]);
+    clearTimeout(timer);
+    if (onAbort) signal?.removeEventListener('abort', onAbort);
+    if (first.kind === 'window') {
+      link.escalated = true;
+      return { kind: 'task', task };
+    }
+    // Ended (or threw: the recorder failed the task with the error): answer what was recorded.
+    const written = await recorded;
+    if (!written) return { kind: 'task', task };
+    if (first.kind === 'done') return { kind: 'inline', outcome: first.outcome, task: written.task };
+    return { kind: 'finished', task: written.task };
   }
 
   /**
@@ -327,6 +467,15 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     signal?: AbortSignal,
   ): Promise<EscalationResult> {
     const task = await this.create({ ...input, mode: 'escalated' }, { placement: 'queue' });
+    return this.waitWithin(task, windowMs, signal);
+  }
+
+  /** A queued task, answered from as it ended when a worker ends it within the window, else as it is. */
+  private async waitWithin(
+    task: TaskSnapshot,
+    windowMs: number,
+    signal?: AbortSignal,
+  ): Promise<{ kind: 'finished' | 'task'; task: TaskSnapshot }> {
     if (windowMs <= 0) return { kind: 'task', task };
     const waited = await this.waitForTerminal(task.ownerId, task.id, { timeoutMs: windowMs, signal });
     if (waited.kind === 'terminal') return { kind: 'finished', task: waited.task };

@@ -12,7 +12,8 @@ import { McpProtocolError } from '../../tool-dispatch/tool-context.js';
 import type { TaskOutcome, TaskSnapshot } from '../task.types.js';
 import { storedPrincipal } from '../../principals/principal.js';
 import { TaskError } from '../tasks.errors.js';
-import { TasksService } from '../tasks.service.js';
+import { TasksService, type EscalationLink } from '../tasks.service.js';
+import { idempotencyRequestHash } from './idempotency.js';
 import { TaskRunnerService } from '../task-runner.service.js';
 import { extensionDeclared, REQUIRED_EXTENSION, type Params } from './task-params.js';
 import { TaskToolRunner } from './task-tool-runner.service.js';
@@ -87,30 +88,38 @@ export class ToolCallEscalation implements OnModuleInit {
           throw ProtocolError.invalidParams('params.task.ttl must be a positive number of milliseconds');
         }
         this.quotas.checkBytes('task_params_bytes', p);
+        const input = {
+          ownerId: ctx.principal.id,
+          sessionId: ctx.session?.id ?? null,
+          era: 'legacy' as const,
+          toolName: tool.name,
+          requestParams: p,
+          requestedTtlMs: typeof requested === 'number' ? requested : null,
+          mode: 'immediate' as const,
+          principal: storedPrincipal(ctx.principal),
+        };
         // Started here when a slot is free; otherwise queued for the first instance with one.
-        const task = await this.counted(() =>
-          this.tasks.createAndStart(
-            {
-              ownerId: ctx.principal.id,
-              sessionId: ctx.session?.id ?? null,
-              era: 'legacy',
-              toolName: tool.name,
-              requestParams: p,
-              requestedTtlMs: typeof requested === 'number' ? requested : null,
-              mode: 'immediate',
-              principal: storedPrincipal(ctx.principal),
-            },
-            (created) =>
-              this.toolRunner.rememberPrincipal(
-                created.id,
-                ctx.principal,
-                ctx.session
-                  ? { clientCapabilities: ctx.clientCapabilities, protocolVersion: ctx.protocolVersion }
-                  : undefined,
-                ctx.tool,
-              ),
-          ),
-        );
+        const beforeStart = (created: TaskSnapshot): void =>
+          this.toolRunner.rememberPrincipal(
+            created.id,
+            ctx.principal,
+            ctx.session
+              ? { clientCapabilities: ctx.clientCapabilities, protocolVersion: ctx.protocolVersion }
+              : undefined,
+            ctx.tool,
+          );
+        const key = ctx.idempotencyKey;
+        if (key !== undefined) {
+          // A repeat of the same call answers with the task the key names, from any instance; no second run.
+          const keyed = await this.counted(() =>
+            this.tasks.createKeyedAndStart(
+              { ...input, idempotencyKey: key, requestHash: idempotencyRequestHash(p) },
+              beforeStart,
+            ),
+          );
+          return { task: legacyTask(keyed.task) };
+        }
+        const task = await this.counted(() => this.tasks.createAndStart(input, beforeStart));
         return { task: legacyTask(task) };
       }
     }
@@ -138,6 +147,10 @@ export class ToolCallEscalation implements OnModuleInit {
     const { requestState: _r, ...stored } = p;
     const requestParams = { ...stored, inputResponses: ctx.answers ?? {} };
     this.quotas.checkBytes('task_params_bytes', requestParams);
+    const windowMs = decision.mode === 'inline_then_task' ? decision.windowMs : undefined;
+    if (ctx.idempotencyKey !== undefined) {
+      return this.modernKeyed(p, ctx, ctx.idempotencyKey, requestParams, decision.mode === 'task', windowMs);
+    }
     const escalation = await this.counted(() =>
       this.tasks.runInlineThenTask(
         {
@@ -148,21 +161,8 @@ export class ToolCallEscalation implements OnModuleInit {
           requestedTtlMs: null,
           principal: storedPrincipal(ctx.principal),
         },
-        (signal, link) =>
-          this.toolRunner.outcomeOf(() =>
-            this.mcp.callTool(p, {
-              ...ctx,
-              signal,
-              // Once escalated, the response carries the CreateTaskResult: progress goes to the task's
-              // statusMessage, and notifications (progress, log) are no longer sent anywhere.
-              notify: (method, params) => (link.escalated ? Promise.resolve() : ctx.notify(method, params)),
-              reportTaskProgress: (u) => link.report(u),
-            }),
-          ),
-        {
-          signal: ctx.signal,
-          windowMs: decision.mode === 'inline_then_task' ? decision.windowMs : undefined,
-        },
+        (signal, link) => this.inlineWork(p, ctx, signal, link),
+        { signal: ctx.signal, windowMs },
       ),
     );
     switch (escalation.kind) {
@@ -183,10 +183,77 @@ export class ToolCallEscalation implements OnModuleInit {
     }
   }
 
+  /** The tool call as the work of a modern-era task that may still answer inline. */
+  private inlineWork(
+    p: Params,
+    ctx: McpRequestContext,
+    signal: AbortSignal,
+    link: EscalationLink,
+  ): Promise<TaskOutcome> {
+    return this.toolRunner.outcomeOf(() =>
+      this.mcp.callTool(p, {
+        ...ctx,
+        signal,
+        // Once escalated, the response carries the CreateTaskResult: progress goes to the task's
+        // statusMessage, and notifications (progress, log) are no longer sent anywhere.
+        notify: (method, params) => (link.escalated ? Promise.resolve() : ctx.notify(method, params)),
+        reportTaskProgress: (u) => link.report(u),
+      }),
+    );
+  }
+
   /**
-   * A queued task a worker ended inside the window: an optional tool answers with its result (or its
-   * error), exactly as an inline call would; a required tool, or a task that did not complete or fail
-   * (cancelled), answers with the task.
+   * A modern call with an Idempotency-Key is recorded as a task from the start, so a repeat on any instance
+   * finds it: created → its work runs as the task's run for the inline window, and an outcome inside the
+   * window is recorded on the task and answered inline (an optional tool; a required one answers with the
+   * task). A repeat answers from the task: finished → the same answer again; still live → its
+   * CreateTaskResult.
+   */
+  private async modernKeyed(
+    p: Params,
+    ctx: McpRequestContext,
+    key: string,
+    requestParams: Params,
+    mustBeTask: boolean,
+    windowMs: number | undefined,
+  ): Promise<Record<string, unknown>> {
+    const tool = ctx.tool?.descriptor;
+    if (!tool) throw new Error('a keyed task creation needs its resolved tool');
+    const r = await this.counted(() =>
+      this.tasks.runKeyed(
+        {
+          ownerId: ctx.principal.id,
+          era: 'modern',
+          toolName: tool.name,
+          requestParams,
+          requestedTtlMs: null,
+          mode: 'immediate',
+          principal: storedPrincipal(ctx.principal),
+          idempotencyKey: key,
+          requestHash: idempotencyRequestHash(p),
+        },
+        (signal, link) => this.inlineWork(p, ctx, signal, link),
+        { signal: ctx.signal, windowMs },
+      ),
+    );
+    switch (r.kind) {
+      case 'task':
+        return modernCreateTaskResult(r.task);
+      case 'repeat':
+      case 'finished':
+        return this.finishedTask(r.task, mustBeTask);
+      case 'inline':
+        // A question parks the task (it exists already): the client answers it with tasks/update.
+        if (mustBeTask || r.outcome.kind === 'input_required') return modernCreateTaskResult(r.task);
+        if (r.outcome.kind === 'completed') return r.outcome.result;
+        throw new McpProtocolError(r.outcome.error.code, r.outcome.error.message, r.outcome.error.data);
+    }
+  }
+
+  /**
+   * A queued task a worker ended inside the window, or a keyed call's repeat: an optional tool answers with
+   * its result (or its error), exactly as an inline call would; a required tool, or a task that did not
+   * complete or fail (cancelled, or still live), answers with the task.
    */
   private finishedTask(task: TaskSnapshot, mustBeTask: boolean): Record<string, unknown> {
     if (mustBeTask) return modernCreateTaskResult(task);
