@@ -198,6 +198,40 @@ describe('Idempotency-Key across two server processes (both eras)', () => {
     expect(await ownerTasks(user)).toHaveLength(2);
   });
 
+  it('a question inside a keyed window parks the task; repeats find it; once answered a repeat gets the result', async () => {
+    const user = freshUser('idem-input');
+    const key = newKey();
+    const ask = (i: number) =>
+      modern(
+        mcp(i),
+        'tools/call',
+        { name: 'confirm_delete', arguments: { filename: 'a.txt' } },
+        { caps: { elicitation: {} }, headers: keyed(user, key) },
+      );
+    const first = await ask(0);
+    expect(first.json.result).toMatchObject({ resultType: 'task', status: 'input_required' });
+    const taskId = first.json.result.taskId as string;
+    const repeat = await ask(1);
+    expect(repeat.json.result).toMatchObject({ resultType: 'task', taskId, status: 'input_required' });
+    const parked = await modern(mcp(1), 'tasks/get', { taskId }, { headers: asUser(user) });
+    const [inputKey] = Object.keys(parked.json.result.inputRequests as Record<string, unknown>);
+    expect(inputKey).toMatch(/^r\d+\.confirm_delete$/);
+    const update = await modern(
+      mcp(0),
+      'tasks/update',
+      { taskId, inputResponses: { [inputKey]: { action: 'accept', content: { confirm: true } } } },
+      { headers: asUser(user) },
+    );
+    expect(update.json.result).toMatchObject({ resultType: 'complete' });
+    await waitFor(
+      () => ownerTasks(user),
+      (rows) => rows[0]?.status === 'completed',
+      { what: 'the answered task to complete' },
+    );
+    expect((await ask(1)).json.result.content[0].text).toBe('Deleted a.txt');
+    expect(await ownerTasks(user)).toHaveLength(1);
+  });
+
   it('through a web instance (no task work there): the keyed task is queued, run elsewhere, found again', async () => {
     const web = await startServer({
       DATABASE_URL: db.url,
