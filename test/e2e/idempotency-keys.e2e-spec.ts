@@ -196,7 +196,24 @@ describe('Idempotency-Key across two server processes (both eras)', () => {
     const replay = await modernCall(0, user, failKey, 'protocol_error_job', {});
     expect(replay.json.error).toEqual(failed.json.error);
     expect(await ownerTasks(user)).toHaveLength(2);
-  });
+
+    // A required tool always answers with its task, a repeat of a finished one too (read it with tasks/get).
+    const jobKey = newKey();
+    const job = await modernCall(0, user, jobKey, 'failing_job', {});
+    expect(job.json.result).toMatchObject({ resultType: 'task' });
+    await waitFor(
+      () => ownerTasks(user),
+      // Its tool error result (isError) completes a 2026-07-28 task.
+      (rows) => rows.some((r) => r.idempotency_key === jobKey && r.status === 'completed'),
+      { what: 'failing_job to finish' },
+    );
+    const jobAgain = await modernCall(1, user, jobKey, 'failing_job', {});
+    expect(jobAgain.json.result).toMatchObject({
+      resultType: 'task',
+      taskId: job.json.result.taskId,
+      status: 'completed',
+    });
+  }, 20_000);
 
   it('a question inside a keyed window parks the task; repeats find it; once answered a repeat gets the result', async () => {
     const user = freshUser('idem-input');
