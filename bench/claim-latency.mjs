@@ -3,8 +3,10 @@
 //   npm run build && TEST_DATABASE_URL=postgres://user@127.0.0.1:5432/postgres node bench/claim-latency.mjs [N]
 //
 // Two instances on one scratch database: W (INSTANCE_ROLE=web) takes the calls and queues every task, K
-// (INSTANCE_ROLE=worker, TASK_WORKER_CONCURRENCY 16) claims and runs them. N tasks (default 500) are created
-// on W as 2025-11-25 echo_task task handles, PARALLEL at a time, so K always has free slots.
+// (INSTANCE_ROLE=worker, TASK_WORKER_CONCURRENCY 16) claims and runs them. N tasks (default 500) of each kind
+// are created on W, PARALLEL at a time (one client each), so K always has free slots:
+//   legacy   2025-11-25 echo_task task handles, each client in its own session
+//   modern   2026-07-28 echo_task_required calls (W queues them and waits its inline window for the result)
 //
 // What is timed, on one LISTEN connection of this process (one clock, the same delivery path the claimers use):
 //   claimable  the arrival of the task's mcp_task_queued notice, which PostgreSQL sends at the creation's COMMIT
@@ -19,7 +21,16 @@ import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { admin, legacyRpc, openLegacySession, pct, spawnServer } from './bench-support.mjs';
+import {
+  admin,
+  legacyRpc,
+  nextRpcId,
+  openLegacySession,
+  pct,
+  postRpc,
+  rpcResult,
+  spawnServer,
+} from './bench-support.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const N = Math.max(20, Number(process.argv[2] ?? 500));
@@ -32,6 +43,27 @@ if (!serverUrl) {
 }
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 16 });
+const MODERN = '2026-07-28';
+
+/** A 2026-07-28 tools/call of echo_task_required through `url`. */
+async function modernCall(url, text) {
+  const body = {
+    jsonrpc: '2.0',
+    id: nextRpcId(),
+    method: 'tools/call',
+    params: {
+      name: 'echo_task_required',
+      arguments: { text },
+      _meta: {
+        'io.modelcontextprotocol/protocolVersion': MODERN,
+        'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } },
+        'io.modelcontextprotocol/clientInfo': { name: 'claim-latency', version: '1.0.0' },
+      },
+    },
+  };
+  const headers = { 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': 'echo_task_required' };
+  return rpcResult(await postRpc(agent, url, body, headers), 'tools/call');
+}
 
 async function stop(server) {
   if (server.proc.exitCode !== null) return;
@@ -82,44 +114,53 @@ async function main() {
     });
     await listener.query('LISTEN mcp_task_queued');
     await listener.query('LISTEN mcp_task_changed');
-    const sid = await openLegacySession(agent, web.url, 'claim-latency');
-    // Warm-up: connections, prepared statements, JIT.
-    for (let i = 0; i < 20; i++) {
-      await legacyRpc(agent, web.url, sid, 'tools/call', { name: 'echo_task', arguments: { text: 'w' }, task: {} });
-    }
-    await new Promise((r) => setTimeout(r, 500));
-    latencies.length = 0;
-    let next = 0;
-    const started = performance.now();
-    await Promise.all(
-      Array.from({ length: PARALLEL }, async () => {
-        while (next < N) {
-          next++;
-          await legacyRpc(agent, web.url, sid, 'tools/call', { name: 'echo_task', arguments: { text: 'x' }, task: {} });
-        }
-      }),
+    /** Runs N calls of `call(client)` PARALLEL at a time; the latencies of their tasks, and how long it took. */
+    const measure = async (call, clients) => {
+      for (let i = 0; i < 10; i++) await call(clients[0]); // warm-up: connections, statements, JIT
+      await new Promise((r) => setTimeout(r, 500));
+      latencies.length = 0;
+      let next = 0;
+      const started = performance.now();
+      await Promise.all(
+        clients.map(async (client) => {
+          while (next < N) {
+            next++;
+            await call(client);
+          }
+        }),
+      );
+      const deadline = performance.now() + 10000;
+      while (latencies.length < N && performance.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      return { ms: [...latencies].sort((a, b) => a - b), seconds: (performance.now() - started) / 1000 };
+    };
+    const sessions = [];
+    for (let i = 0; i < PARALLEL; i++) sessions.push(await openLegacySession(agent, web.url, `claim-latency-${i}`));
+    const legacy = await measure(
+      (sid) => legacyRpc(agent, web.url, sid, 'tools/call', { name: 'echo_task', arguments: { text: 'x' }, task: {} }),
+      sessions,
     );
-    const deadline = performance.now() + 10000;
-    while (latencies.length < N && performance.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-    const seconds = (performance.now() - started) / 1000;
-    const ms = [...latencies].sort((a, b) => a - b);
+    const modern = await measure(() => modernCall(web.url, 'x'), sessions);
     const f = (v) => `${v.toFixed(1)} ms`;
+    const row = (name, { ms, seconds }) =>
+      `| ${name} | ${ms.length} in ${seconds.toFixed(1)} s | ${f(pct(ms, 50))} | ${f(pct(ms, 95))} | ` +
+      `${f(pct(ms, 99))} | ${f(ms[ms.length - 1])} |`;
     text = [
       `# bench/claim-latency.mjs ${new Date().toISOString()}`,
       '',
       `${os.cpus().length} × ${os.cpus()[0].model}, Node ${process.version}; a web instance queues, a worker ` +
-        `(TASK_WORKER_CONCURRENCY 16) claims, one database; ${PARALLEL} creations at a time, ${N} tasks in ` +
-        `${seconds.toFixed(1)} s.`,
-      'Latency: arrival of the claim\'s change notice − arrival of the queued notice (both at COMMIT), on one ' +
-        'listener. Target: p99 < 100 ms.',
+        `(TASK_WORKER_CONCURRENCY 16) claims, one database; ${PARALLEL} clients, one call at a time each.`,
+      "Latency: arrival of the claim's change notice − arrival of the queued notice (both sent at COMMIT), on " +
+        'one listener. Target: p99 < 100 ms.',
       '',
-      '| path | tasks | p50 | p95 | p99 | max |',
+      '| tasks queued on web, claimed and started on the worker | tasks | p50 | p95 | p99 | max |',
       '|---|---|---|---|---|---|',
-      `| queued on web → claimed and started on worker | ${ms.length} | ${f(pct(ms, 50))} | ${f(pct(ms, 95))} | ` +
-        `${f(pct(ms, 99))} | ${f(ms[ms.length - 1])} |`,
+      row('2025-11-25 task handles (a session per client)', legacy),
+      row('2026-07-28 calls of a required-task tool', modern),
       '',
     ].join('\n');
-    if (ms.length < N) text += `\n${N - ms.length} task(s) were not seen claimed within 10 s.\n`;
+    for (const [name, r] of [['legacy', legacy], ['modern', modern]]) {
+      if (r.ms.length < N) text += `\n${name}: ${N - r.ms.length} task(s) not seen claimed within 10 s.\n`;
+    }
   } finally {
     await listener.end().catch(() => undefined);
     await Promise.all([stop(web), stop(worker)]);

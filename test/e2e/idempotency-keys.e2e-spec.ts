@@ -19,8 +19,8 @@ async function counterSum(urls: string[], name: string, labels: Record<string, s
   for (const base of urls) {
     const text = await (await fetch(`${base}/metrics`)).text();
     for (const line of text.split('\n')) {
-      if (!line.startsWith(`${name}{`)) continue;
-      const labelText = line.slice(name.length, line.lastIndexOf('}') + 1);
+      if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
+      const labelText = line.slice(name.length, line.lastIndexOf(' '));
       if (Object.entries(labels).every(([k, v]) => labelText.includes(`${k}="${v}"`))) {
         sum += Number(line.slice(line.lastIndexOf(' ') + 1));
       }
@@ -83,6 +83,7 @@ describe('Idempotency-Key across two server processes (both eras)', () => {
     const user = freshUser('idem');
     const key = newKey();
     const before = await counterSum(urls, 'mcp_tasks_created_total', { tool: 'slow_compute' });
+    const runsBefore = await counterSum(urls, 'mcp_task_runs_started_total', { tool: 'slow_compute' });
     const args = { seconds: 3, label: 'once' };
     const answers = await Promise.all(
       Array.from({ length: 20 }, (_, i) => modernCall(i, user, key, 'slow_compute', args)),
@@ -97,6 +98,9 @@ describe('Idempotency-Key across two server processes (both eras)', () => {
     const [taskId] = [...ids];
     expect(await ownerTasks(user)).toEqual([{ id: taskId, status: 'working', idempotency_key: key }]);
     expect((await counterSum(urls, 'mcp_tasks_created_total', { tool: 'slow_compute' })) - before).toBe(1);
+    expect(
+      (await counterSum(urls, 'mcp_task_runs_started_total', { tool: 'slow_compute' })) - runsBefore,
+    ).toBe(1);
 
     // Finished: a repeat on either instance answers with the recorded result inline (an optional tool).
     await waitFor(
@@ -192,7 +196,97 @@ describe('Idempotency-Key across two server processes (both eras)', () => {
     const replay = await modernCall(0, user, failKey, 'protocol_error_job', {});
     expect(replay.json.error).toEqual(failed.json.error);
     expect(await ownerTasks(user)).toHaveLength(2);
+
+    // A required tool always answers with its task, a repeat of a finished one too (read it with tasks/get).
+    const jobKey = newKey();
+    const job = await modernCall(0, user, jobKey, 'failing_job', {});
+    expect(job.json.result).toMatchObject({ resultType: 'task' });
+    await waitFor(
+      () => ownerTasks(user),
+      // Its tool error result (isError) completes a 2026-07-28 task.
+      (rows) => rows.some((r) => r.idempotency_key === jobKey && r.status === 'completed'),
+      { what: 'failing_job to finish' },
+    );
+    const jobAgain = await modernCall(1, user, jobKey, 'failing_job', {});
+    expect(jobAgain.json.result).toMatchObject({
+      resultType: 'task',
+      taskId: job.json.result.taskId,
+      status: 'completed',
+    });
+  }, 20_000);
+
+  it('a question inside a keyed window parks the task; repeats find it; once answered a repeat gets the result', async () => {
+    const user = freshUser('idem-input');
+    const key = newKey();
+    const ask = (i: number) =>
+      modern(
+        mcp(i),
+        'tools/call',
+        { name: 'confirm_delete', arguments: { filename: 'a.txt' } },
+        { caps: { elicitation: {} }, headers: keyed(user, key) },
+      );
+    const first = await ask(0);
+    expect(first.json.result).toMatchObject({ resultType: 'task', status: 'input_required' });
+    const taskId = first.json.result.taskId as string;
+    const repeat = await ask(1);
+    expect(repeat.json.result).toMatchObject({ resultType: 'task', taskId, status: 'input_required' });
+    const parked = await modern(mcp(1), 'tasks/get', { taskId }, { headers: asUser(user) });
+    const [inputKey] = Object.keys(parked.json.result.inputRequests as Record<string, unknown>);
+    expect(inputKey).toMatch(/^r\d+\.confirm_delete$/);
+    const update = await modern(
+      mcp(0),
+      'tasks/update',
+      { taskId, inputResponses: { [inputKey]: { action: 'accept', content: { confirm: true } } } },
+      { headers: asUser(user) },
+    );
+    expect(update.json.result).toMatchObject({ resultType: 'complete' });
+    await waitFor(
+      () => ownerTasks(user),
+      (rows) => rows[0]?.status === 'completed',
+      { what: 'the answered task to complete' },
+    );
+    expect((await ask(1)).json.result.content[0].text).toBe('Deleted a.txt');
+    expect(await ownerTasks(user)).toHaveLength(1);
   });
+
+  it('through a web instance (no task work there): the keyed task is queued, run elsewhere, found again', async () => {
+    const web = await startServer({
+      DATABASE_URL: db.url,
+      MCP_CONFORMANCE_FIXTURES: 'true',
+      MRTR_STATE_SECRET: STATE_SECRET,
+      AUTH_PROVIDERS: 'proxy',
+      AUTH_PROXY_SECRET: PROXY_SECRET,
+      TASK_INLINE_WINDOW_MS: String(INLINE_WINDOW_MS),
+      INSTANCE_ROLE: 'web',
+    });
+    try {
+      const user = freshUser('idem-web');
+      const key = newKey();
+      const claimsBefore = await counterSum(urls, 'mcp_task_claims_total', {});
+      const call = () =>
+        modern(
+          `${web.baseUrl}/mcp`,
+          'tools/call',
+          { name: 'slow_compute', arguments: { seconds: 0, label: 'queued' } },
+          { headers: keyed(user, key) },
+        );
+      // A worker (a or b) claims it at once and ends it inside the window: answered inline from the task.
+      const first = await call();
+      expect(first.json.result.content[0].text).toBe('Computed queued after 0 s');
+      const [row] = await ownerTasks(user);
+      expect(row).toMatchObject({ status: 'completed', idempotency_key: key });
+      const again = await Promise.all([
+        call(),
+        modernCall(0, user, key, 'slow_compute', { seconds: 0, label: 'queued' }),
+      ]);
+      for (const r of again) expect(r.json.result.content[0].text).toBe('Computed queued after 0 s');
+      expect(await ownerTasks(user)).toHaveLength(1);
+      // The web instance runs no task work: one of the workers claimed it, once.
+      expect((await counterSum(urls, 'mcp_task_claims_total', {})) - claimsBefore).toBe(1);
+    } finally {
+      await stopServer(web);
+    }
+  }, 40_000);
 
   it('a malformed key is -32602 naming the header; calls that create no task ignore a key', async () => {
     const user = freshUser('idem-bad');
