@@ -130,6 +130,16 @@ describe('task queue claim (real PostgreSQL)', () => {
     );
     expect(left.rows.map((r: { id: string }) => r.id).sort()).toEqual([delayed.id, expired.id].sort());
   });
+
+  it('a queued task cancelled before any claim is never claimed', async () => {
+    const tasks = web1.get(TasksService);
+    const t = await tasks.createAndStart(legacyTaskInput('o-cancel'));
+    expect(t).toMatchObject({ instanceId: null, statusMessage: QUEUED_MESSAGE });
+    const cancelled = await tasks.cancel('o-cancel', t.id);
+    expect(cancelled).toMatchObject({ status: 'cancelled', instanceId: null });
+    expect(await web2.get(TaskQueueRepository).claim(randomUUID(), 10, 30000)).toEqual([]);
+    expect((await tasks.get('o-cancel', t.id)).status).toBe('cancelled');
+  });
 });
 
 describe('task claimer of an instance that runs work (real PostgreSQL)', () => {
