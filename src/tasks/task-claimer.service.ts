@@ -97,7 +97,8 @@ export class TaskClaimer
 
   /** Gives back a reservation whose task will not run here (its creation failed, or it was queued). */
   release(taskId: string): void {
-    if (this.reserved.delete(taskId)) this.wake();
+    // The slot is free again: worth a claim only while the queue may hold work.
+    if (this.reserved.delete(taskId) && this.backlog) this.wake();
   }
 
   /** Whether a new task would get a slot here right now (a read: reserves nothing). */
