@@ -14,3 +14,11 @@ export const WORKER_LOST_MESSAGE = 'worker lost: the server running this task st
 /** A task still running on an instance whose shutdown grace ran out (the task runner's drain). */
 export const SHUTDOWN_ERROR: TaskErrorPayload = { code: -32603, message: 'server shutting down' };
 export const SHUTDOWN_STATUS = 'server shutting down: the task was interrupted';
+
+/**
+ * A task whose retry budget is spent: its last run failed (a handler error the policy retries, or a lost
+ * worker) and no attempts are left. `attempts` is the number of failed runs, `lastMessage` the last error.
+ */
+export function attemptsExhausted(attempts: number, lastMessage: string): TaskErrorPayload {
+  return { code: -32603, message: `Failed after ${attempts} attempts: ${lastMessage}` };
+}

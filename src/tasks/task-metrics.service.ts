@@ -15,7 +15,9 @@ const FINISHED_STATUSES: readonly FinishedStatus[] = ['completed', 'failed', 'ca
 const CREATION_MODES: readonly CreationMode[] = ['immediate', 'escalated'];
 const RESCUE_OUTCOMES: readonly RescueOutcome[] = ['failed_lease_lapsed', 'failed_instance_gone'];
 /** The final worker writes (task-runner.service.ts WriteOp). */
-const WRITE_OPS = ['complete', 'fail', 'park'] as const;
+const WRITE_OPS = ['complete', 'fail', 'park', 'requeue'] as const;
+export type RetryOutcome = 'scheduled' | 'exhausted';
+const RETRY_OUTCOMES: readonly RetryOutcome[] = ['scheduled', 'exhausted'];
 const COMMIT_GROUP_KINDS = ['create', 'finish'] as const;
 
 /**
@@ -33,6 +35,7 @@ export class TaskMetrics implements OnModuleInit {
   private readonly rescues: Counter<'tool' | 'outcome'>;
   private readonly writeFailures: Counter<'op'>;
   private readonly writeRetries: Counter<'op'>;
+  private readonly retries: Counter<'tool' | 'outcome'>;
 
   constructor(
     metrics: MetricsService,
@@ -84,6 +87,12 @@ export class TaskMetrics implements OnModuleInit {
       name: 'mcp_task_write_retries_total',
       help: 'Extra attempts final worker writes needed before they landed, by op.',
       labelNames: ['op'] as const,
+      registers,
+    });
+    this.retries = new Counter({
+      name: 'mcp_task_retries_total',
+      help: 'Task runs that failed with an error their retry policy retries, by tool and outcome (scheduled: re-queued for the next attempt after its backoff; exhausted: no attempts left, the task failed).',
+      labelNames: ['tool', 'outcome'] as const,
       registers,
     });
     const groupSize = new Histogram({
@@ -147,6 +156,7 @@ export class TaskMetrics implements OnModuleInit {
       }
       this.stale.inc({ tool }, 0);
       for (const outcome of RESCUE_OUTCOMES) this.rescues.inc({ tool, outcome }, 0);
+      for (const outcome of RETRY_OUTCOMES) this.retries.inc({ tool, outcome }, 0);
     }
   }
 
@@ -173,6 +183,10 @@ export class TaskMetrics implements OnModuleInit {
   /** A write that landed on attempt `attempts` (> 1). */
   writeRetried(op: string, attempts: number): void {
     this.writeRetries.inc({ op }, attempts - 1);
+  }
+
+  taskRetried(tool: string, outcome: RetryOutcome): void {
+    this.retries.inc({ tool, outcome });
   }
 
   rescued(tool: string, outcome: RescueOutcome): void {

@@ -21,7 +21,10 @@ import type { ProgressUpdate } from '../tool-dispatch/tool-context.js';
 import { SHUTDOWN_ERROR, SHUTDOWN_STATUS } from './task-failures.js';
 import { TaskOutcomeRecorder } from './task-outcome-recorder.js';
 import { TaskOutcomesRepository } from './task-outcomes.repository.js';
-import { sleep, type RunningTask, type WrittenOutcome } from './task-run.js';
+import { CheckpointChain, sleep, type RunHandle, type RunningTask, type WrittenOutcome } from './task-run.js';
+import { CheckpointError } from '../tool-dispatch/checkpoint.js';
+import type { JsonValue } from '../tool-dispatch/tool-context.js';
+import { QuotasConfig } from '../quotas/quotas.config.js';
 import { TaskWorkerRepository, type WorkerFence } from './task-worker.repository.js';
 import { LifecycleConfig } from '../lifecycle/lifecycle.config.js';
 import { TasksConfig } from './tasks.config.js';
@@ -59,6 +62,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     private readonly metrics: TaskMetrics,
     private readonly lifecycle: LifecycleService,
     private readonly work: TaskWork,
+    private readonly quotas: QuotasConfig,
   ) {}
 
   onModuleInit(): void {
@@ -91,49 +95,86 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
    * Runs the executor for a task leased to this instance: a fresh task, or one resumed after its last input
    * arrived (answers and handler state come from the snapshot).
    */
-  start(task: TaskSnapshot): void {
+  start(task: TaskSnapshot, saved?: { checkpoint: JsonValue | undefined }): void {
     const controller = new AbortController();
     const fence = this.fenceOf(task);
+    const checkpoints = this.checkpointChain(task, fence);
     let report: (u: ProgressUpdate) => void = () => undefined;
-    const ctx: TaskExecutionContext = {
-      signal: controller.signal,
-      answers: task.inputResponses,
-      handlerState: task.handlerState,
-      inputRound: task.inputRounds,
-      setStatus: async (status, statusMessage) => {
-        const r = await this.repo.setWorkerStatus(fence, status, statusMessage ?? null);
-        if (!r.applied) this.metrics.staleWrite(task.toolName);
-        return r.applied;
-      },
-      reportProgress: (u) => report(u),
-    };
     const span = startTaskSpan(`execute_tool ${task.toolName}`, task, {
       'gen_ai.operation.name': 'execute_tool',
       'mcp.task.input_round': task.inputRounds,
+      'mcp.task.attempt': task.attempt,
     });
     const outcome = context.with(trace.setSpan(context.active(), span), () =>
-      Promise.resolve().then(() => this.work.execute(task, ctx)),
+      Promise.resolve().then(async () => {
+        // A fresh task has none; a resumed or claimed one may (unless its claim brought it along).
+        const checkpoint = saved ? saved.checkpoint : await this.repo.readCheckpoint(task.id);
+        const ctx: TaskExecutionContext = {
+          signal: controller.signal,
+          answers: task.inputResponses,
+          handlerState: task.handlerState,
+          inputRound: task.inputRounds,
+          setStatus: async (status, statusMessage) => {
+            const r = await this.repo.setWorkerStatus(fence, status, statusMessage ?? null);
+            if (!r.applied) this.metrics.staleWrite(task.toolName);
+            return r.applied;
+          },
+          reportProgress: (u) => report(u),
+          attempt: task.attempt,
+          checkpoint,
+          saveCheckpoint: (state) => checkpoints.save(state),
+        };
+        return this.work.execute(task, ctx);
+      }),
     );
-    report = this.launch(task, controller, outcome, span);
+    report = this.launch(task, controller, outcome, span, checkpoints)?.report ?? (() => undefined);
   }
 
   /**
-   * Takes over work that is already running (the modern era's inline window ran out): from now on its
-   * outcome is recorded on the task, cancellation aborts `controller`, and its lease is renewed. Returns
-   * where the work's progress goes from now on (the task's statusMessage), since the request that started
-   * it has been answered.
+   * Takes over work that is already running (the modern era's inline window ran out, or its handler threw
+   * an error its retry policy retries): from now on its outcome is recorded on the task, cancellation aborts
+   * `controller`, and its lease is renewed. `pendingCheckpoint` is the last state the work saved inline
+   * (written first, under the task's fence). Returns where the work's progress and checkpoints go from now
+   * on, since the request that started it has been answered, and when its outcome is written.
    */
   adopt(
     task: TaskSnapshot,
     controller: AbortController,
     outcome: Promise<TaskOutcome>,
-  ): (u: ProgressUpdate) => void {
+    opts: { pendingCheckpoint?: { state: unknown } } = {},
+  ): RunHandle {
     // The work started inline under the request's span; this span covers its life as a task.
     const span = startTaskSpan(`execute_tool ${task.toolName}`, task, {
       'gen_ai.operation.name': 'execute_tool',
       'mcp.task.escalated': true,
     });
-    return this.launch(task, controller, outcome, span);
+    const checkpoints = this.checkpointChain(task, this.fenceOf(task));
+    // Queued before the run is launched, so its outcome (written after every checkpoint) cannot pass it.
+    if (opts.pendingCheckpoint) {
+      checkpoints.save(opts.pendingCheckpoint.state).catch((err: unknown) => {
+        this.logger.warn(`task ${task.id}: its inline checkpoint was not saved: ${errorMessage(err)}`);
+      });
+    }
+    const launched = this.launch(task, controller, outcome, span, checkpoints);
+    return {
+      report: launched ? launched.report : () => undefined,
+      checkpoint: (state) => checkpoints.save(state),
+      done: launched ? launched.entry.done.then(() => launched.entry.written) : Promise.resolve(undefined),
+    };
+  }
+
+  /** The fenced checkpoint writes of one run, in order; a refused one rejects naming why. */
+  private checkpointChain(task: TaskSnapshot, fence: WorkerFence): CheckpointChain {
+    return new CheckpointChain(async (state) => {
+      const r = await this.repo.saveCheckpoint(fence, state, {
+        maxBytes: this.quotas.QUOTA_TASK_CHECKPOINT_BYTES,
+      });
+      if (r.applied) return;
+      this.metrics.staleWrite(task.toolName);
+      throw new CheckpointError(
+        `The checkpoint was not saved: task ${task.id} is no longer held by this run (${r.reason})`,
+      );
+    });
   }
 
   /**
@@ -201,7 +242,8 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     controller: AbortController,
     outcome: Promise<TaskOutcome>,
     span: Span,
-  ): (u: ProgressUpdate) => void {
+    checkpoints: CheckpointChain,
+  ): { entry: RunningTask; report: (u: ProgressUpdate) => void } | undefined {
     const fence = this.fenceOf(task);
     const entry: RunningTask = {
       fence,
@@ -221,6 +263,10 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
       settled: false,
       done: Promise.resolve(),
       span,
+      attempt: task.attempt,
+      failedAttempts: task.failedAttempts,
+      maxAttempts: task.maxAttempts,
+      checkpoints,
     };
     const report = (u: ProgressUpdate): void => {
       if (!entry.settled && !entry.lost) entry.progress.report(progressMessage(u));
@@ -230,7 +276,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
       controller.abort(new Error('task not leased to this instance'));
       span.setStatus({ code: SpanStatusCode.ERROR, message: 'task not leased to this instance' });
       span.end();
-      return () => undefined;
+      return undefined;
     }
     this.running.get(task.id)?.controller.abort(new Error('superseded by a newer run'));
     this.running.set(task.id, entry);
@@ -246,7 +292,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
         entry.span.end();
         if (this.running.get(task.id) === entry) this.running.delete(task.id);
       });
-    return report;
+    return { entry, report };
   }
 
   private onChange(payload: Record<string, unknown>): void {
