@@ -144,6 +144,67 @@ describe('retries, checkpoints and ttl of durable tools (real HTTP)', () => {
     expect(got.status).toBe('working');
   });
 
+  it('completes flaky_job (failTimes 2) on attempt 3 after backoffs within ±25 % of the policy', async () => {
+    const c = caller();
+    const created = await c.ok('tools/call', { name: 'flaky_job', arguments: { failTimes: 2 } });
+    expect(created).toMatchObject({ resultType: 'task', status: 'working' });
+    // Each failure re-queues the task (last_updated_at = the failure, by the database clock): sampled until
+    // it completes, keyed by the attempt it waits for, so the sampling rate cannot skew the figures.
+    const failures = new Map<number, { failedAt: number; waitMs: number }>();
+    const sample = () =>
+      withClient(db.url, async (cl) => {
+        const r = await cl.query<{ attempt: number; status: string; at: number; wait_ms: number | null }>(
+          `SELECT attempt, status, (extract(epoch FROM last_updated_at) * 1000)::float8 AS at,
+                  (extract(epoch FROM available_at - last_updated_at) * 1000)::float8 AS wait_ms
+             FROM task WHERE id = $1`,
+          [created.taskId],
+        );
+        const x = r.rows[0];
+        if (x.wait_ms !== null && !failures.has(x.attempt)) {
+          failures.set(x.attempt, { failedAt: x.at, waitMs: x.wait_ms });
+        }
+        return x;
+      });
+    await waitFor(sample, (x) => x.status !== 'working', { what: 'flaky_job completed', intervalMs: 20 });
+    const done = await c.get(created.taskId);
+    expect(done.status).toBe('completed');
+    expect(done.result.structuredContent).toEqual({ attempts: 3 });
+    // The waits the re-queues granted: 200 ms, then 400 ms (factor 2).
+    const granted = [2, 3].map((attempt) => failures.get(attempt)?.waitMs);
+    expect(granted[0]).toBeGreaterThanOrEqual(150);
+    expect(granted[0]).toBeLessThanOrEqual(250);
+    expect(granted[1]).toBeGreaterThanOrEqual(300);
+    expect(granted[1]).toBeLessThanOrEqual(500);
+    // The wait that really passed between the first and the second failure: the backoff, then a claim
+    // and a run that fails at once (a margin for a loaded machine on top of the +25 %).
+    const second = failures.get(3);
+    const first = failures.get(2);
+    expect(first && second).toBeTruthy();
+    const waited = second!.failedAt - first!.failedAt;
+    expect(waited).toBeGreaterThanOrEqual(150);
+    expect(waited).toBeLessThanOrEqual(250 + 250);
+  });
+
+  it('fails flaky_job (failTimes 9) after its 5 attempts, naming them and the last error', async () => {
+    const client = await LegacyClient.open(url, {}, asUser(freshUser()));
+    const task = await client.createTask('flaky_job', { failTimes: 9 });
+    // Backoffs 200 + 400 + 800 + 1000 ms (capped) between the five runs.
+    const ended = await waitFor(
+      () => client.result('tasks/get', { taskId: task.taskId }),
+      (t) => t.status !== 'working',
+      { what: 'flaky_job failed', timeoutMs: 20000 },
+    );
+    expect(ended.status).toBe('failed');
+    const result = await client.call('tasks/result', { taskId: task.taskId });
+    expect(result.error).toMatchObject({
+      code: -32603,
+      message: 'Failed after 5 attempts: flaky_job attempt 5 failed on purpose (9 set to fail)',
+    });
+    expect(await row(task.taskId)).toMatchObject({ attempt: 5, failed_attempts: 4, max_attempts: 5 });
+    const metrics = await (await fetch(await loopbackUrl(app, '/metrics'))).text();
+    expect(metrics).toMatch(/^mcp_task_retries_total\{tool="flaky_job",outcome="exhausted"\} [1-9]/m);
+  });
+
   it('cancels at once a task waiting out its backoff', async () => {
     const c = caller();
     const created = await c.ok('tools/call', { name: 'slow_retry', arguments: {} });
