@@ -30,6 +30,21 @@ class RetryProbeTools {
     await sleep(1500, undefined, { signal: ctx.signal });
     return 'done';
   }
+
+  @McpTool({
+    name: 'resume_after_failure',
+    description: 'Checkpoints, fails its first attempt, and reports what the retry started from.',
+    taskSupport: 'optional',
+    durability: { retry: { maxAttempts: 2, initialDelayMs: 50 } },
+  })
+  async resumeAfterFailure(_args: unknown, ctx: ToolContext): Promise<string> {
+    if (ctx.attempt === 1) {
+      await ctx.checkpoint({ done: ['a', 'b'] });
+      await sleep(150, undefined, { signal: ctx.signal });
+      throw new Error('first attempt lost its upstream');
+    }
+    return `attempt ${ctx.attempt} resumed from ${JSON.stringify(ctx.lastCheckpoint)}`;
+  }
 }
 @Module({ providers: [RetryProbeTools] })
 class RetryProbeModule {}
@@ -203,6 +218,22 @@ describe('retries, checkpoints and ttl of durable tools (real HTTP)', () => {
     expect(await row(task.taskId)).toMatchObject({ attempt: 5, failed_attempts: 4, max_attempts: 5 });
     const metrics = await (await fetch(await loopbackUrl(app, '/metrics'))).text();
     expect(metrics).toMatch(/^mcp_task_retries_total\{tool="flaky_job",outcome="exhausted"\} [1-9]/m);
+  });
+
+  it('runs the retry from the checkpoint the failed attempt saved, with its attempt number', async () => {
+    const c = caller();
+    // The first attempt checkpoints inside the inline window, then fails after it (as a task).
+    const created = await c.ok('tools/call', { name: 'resume_after_failure', arguments: {} });
+    expect(created.resultType).toBe('task');
+    const done = await waitFor(
+      () => c.get(created.taskId),
+      (t) => t.status !== 'working',
+      { what: 'resume_after_failure completed' },
+    );
+    expect(done.status).toBe('completed');
+    expect(done.result.content).toEqual([
+      { type: 'text', text: 'attempt 2 resumed from {"done":["a","b"]}' },
+    ]);
   });
 
   it('cancels at once a task waiting out its backoff', async () => {
