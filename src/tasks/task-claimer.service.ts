@@ -80,10 +80,10 @@ export class TaskClaimer
     return this.instancesConfig.runsTaskWork ? this.config.TASK_WORKER_CONCURRENCY : 0;
   }
 
-  /** Busy and free slots now (the gauge mcp_task_worker_slots). */
+  /** Busy and free slots now (the gauge mcp_task_worker_slots): none is free while draining. */
   slots(): { busy: number; free: number } {
     const busy = this.busy();
-    return { busy, free: Math.max(0, this.capacity - busy) };
+    return { busy, free: this.mayRun() ? Math.max(0, this.capacity - busy) : 0 };
   }
 
   /**
@@ -91,7 +91,7 @@ export class TaskClaimer
    * is not draining and has one free. The slot is held until the task's run starts (or `release`).
    */
   tryReserve(taskId: string): boolean {
-    if (!this.mayRun() || this.slots().free <= 0) return false;
+    if (this.slots().free <= 0) return false;
     this.reserved.set(taskId, performance.now());
     return true;
   }
@@ -103,7 +103,7 @@ export class TaskClaimer
 
   /** Whether a new task would get a slot here right now (a read: reserves nothing). */
   hasFreeSlot(): boolean {
-    return this.mayRun() && this.slots().free > 0;
+    return this.slots().free > 0;
   }
 
   onModuleInit(): void {

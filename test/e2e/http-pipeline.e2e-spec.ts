@@ -45,6 +45,8 @@ describe('HTTP pipeline (real AppModule over HTTP)', () => {
         database_faults: { status: 'up' },
         listener: { status: 'up' },
       },
+      // INSTANCE_ROLE, default all (operations.md, Roles).
+      role: 'all',
     });
   });
 
