@@ -75,7 +75,7 @@ describe('janitor rescue of resumable tasks (real PostgreSQL)', () => {
       return r.rows[0];
     });
 
-  it('a lapsed lease re-queues a resumable task as attempt N+1, fails an exhausted one naming the attempts, and a plain one as before', async () => {
+  it('a lapsed lease re-queues a resumable task as attempt N+1, fails an exhausted one naming its failed attempts, and a plain one as before', async () => {
     const before = {
       requeued: await metricValue(app, 'mcp_task_rescues_total', { outcome: 'requeued' }),
       failed: await metricValue(app, 'mcp_task_rescues_total', { outcome: 'failed' }),
@@ -120,7 +120,7 @@ describe('janitor rescue of resumable tasks (real PostgreSQL)', () => {
       statusMessage: 'Rescued: the worker of attempt 2 was lost; attempt 3 waits for a worker',
     });
 
-    const message = `Failed after 4 attempts: ${WORKER_LOST}`;
+    const message = `Failed after 3 attempts: ${WORKER_LOST}`;
     expect(await row(exhausted.id)).toMatchObject({
       status: 'failed',
       status_message: message,

@@ -38,12 +38,13 @@ export function planRescue(run: LostRun): RescuePlan {
   if (run.failedAttempts + 1 < run.maxAttempts) {
     return { id: run.id, requeue: true, statusMessage: rescuedMessage(run.attempt), lastError: LOST };
   }
-  const message = attemptsExhausted(run.attempt, WORKER_LOST_MESSAGE);
+  // Named like an exhausted retry: the failed runs, this lost one included (hand-overs are not failures).
+  const error = attemptsExhausted(run.failedAttempts + 1, WORKER_LOST_MESSAGE);
   return {
     id: run.id,
     requeue: false,
-    statusMessage: message,
-    error: { code: -32603, message },
+    statusMessage: error.message,
+    error,
     lastError: LOST,
     countFailure: true,
   };

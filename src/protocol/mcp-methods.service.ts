@@ -2,6 +2,8 @@ import { Injectable, type OnModuleInit } from '@nestjs/common';
 import { BUILD_VERSION } from '../common/build-info.js';
 import type { LoggingLevel, ToolContext } from '../tool-dispatch/tool-context.js';
 import { ToolRegistry } from '../tool-dispatch/tool-registry.service.js';
+import { serialiseCheckpoint } from '../tool-dispatch/checkpoint.js';
+import { QuotasConfig } from '../quotas/quotas.config.js';
 import type {
   CompletionContext,
   CompletionRef,
@@ -83,6 +85,7 @@ export class McpMethodsService implements OnModuleInit {
   constructor(
     private readonly catalog: ToolRegistry,
     private readonly methods: MethodRegistry,
+    private readonly quotas: QuotasConfig,
   ) {}
 
   onModuleInit(): void {
@@ -146,6 +149,7 @@ export class McpMethodsService implements OnModuleInit {
   /** Builds the ToolContext a handler sees from the request context. */
   toolContext(ctx: McpRequestContext, taskId?: string): ToolContext {
     const threshold = ctx.logLevel === null ? Infinity : LOG_LEVEL_ORDER.indexOf(ctx.logLevel);
+    const run = ctx.run;
     return {
       principal: ctx.principal,
       signal: ctx.signal,
@@ -164,6 +168,15 @@ export class McpMethodsService implements OnModuleInit {
         if (LOG_LEVEL_ORDER.indexOf(level) < threshold) return;
         await ctx.notify('notifications/message', { level, data, ...(logger ? { logger } : {}) });
       },
+      attempt: run?.attempt ?? 1,
+      lastCheckpoint: run?.lastCheckpoint,
+      // A call that can never become a task has nowhere to keep state; it is still checked, so a handler
+      // that works here works as a task.
+      checkpoint: run
+        ? (state) => run.checkpoint(state)
+        : async (state) => {
+            serialiseCheckpoint(state, this.quotas.QUOTA_TASK_CHECKPOINT_BYTES);
+          },
     };
   }
 
@@ -176,7 +189,9 @@ export class McpMethodsService implements OnModuleInit {
     }
     // The tool the era handler resolved for this call, when it is the one named here (no second lookup).
     const tool = ctx.tool?.name === name ? ctx.tool : name;
-    return { ...(await this.catalog.callTool(tool, args, this.toolContext(ctx))) };
+    return {
+      ...(await this.catalog.callTool(tool, args, this.toolContext(ctx), { rethrow: ctx.rethrow })),
+    };
   }
 
   private renderTool(t: ToolDescriptor, ctx: McpRequestContext): Record<string, unknown> {

@@ -1,6 +1,6 @@
 import type { Principal } from '../principals/principal.js';
 import type { McpSession } from '../sessions/session.entity.js';
-import type { InputApi, LoggingLevel, ProgressUpdate } from '../tool-dispatch/tool-context.js';
+import type { InputApi, JsonValue, LoggingLevel, ProgressUpdate } from '../tool-dispatch/tool-context.js';
 import type { ResolvedTool } from '../tool-dispatch/tool-registry.service.js';
 import type { JsonRpcId } from './json-rpc.js';
 
@@ -35,6 +35,17 @@ export interface McpRequestContext {
    * at the start of the call; everything below uses it instead of looking the tool up again.
    */
   tool?: ResolvedTool;
+  /**
+   * Task runs, and modern calls that may become one: the run's attempt, the state the last run saved and
+   * where `ctx.checkpoint` writes (ToolContext). Absent: attempt 1, no checkpoint, and a checkpoint is only
+   * checked (the call can never become a task that would need it).
+   */
+  run?: RunState;
+  /**
+   * Task runs (and inline windows) of a tool with a retry policy: a handler error this returns a value for
+   * is thrown as that value instead of becoming a tool error result (ToolRegistry.callTool `rethrow`).
+   */
+  rethrow?: (err: unknown) => Error | undefined;
   /** Modern era: answers gathered so far (MRTR), for the handler's input API. */
   answers?: Record<string, unknown>;
   /**
@@ -42,6 +53,13 @@ export interface McpRequestContext {
    * the call creates a task; every other call ignores it.
    */
   idempotencyKey?: string;
+}
+
+/** What a run knows of its task's durable state (McpRequestContext.run). */
+export interface RunState {
+  attempt: number;
+  lastCheckpoint: JsonValue | undefined;
+  checkpoint(state: unknown): Promise<void>;
 }
 
 export const LOG_LEVEL_ORDER: LoggingLevel[] = [

@@ -52,6 +52,13 @@ export class QuotasConfig {
   @IntEnv(1024, 1073741824)
   QUOTA_TASK_RESULT_BYTES = 4194304;
 
+  @Env(
+    'largest checkpoint (JSON bytes) a task run may save with `ctx.checkpoint`; a larger one is refused with ' +
+      'an error naming this setting and both sizes, and the task keeps its previous checkpoint',
+  )
+  @IntEnv(256, 16777216)
+  QUOTA_TASK_CHECKPOINT_BYTES = 65536;
+
   @Env('largest `inputResponses` (JSON bytes) of one `tasks/update`')
   @IntEnv(1024, 1073741824)
   QUOTA_TASK_INPUT_BYTES = 1048576;

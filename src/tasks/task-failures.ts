@@ -16,11 +16,11 @@ export const SHUTDOWN_ERROR: TaskErrorPayload = { code: -32603, message: 'server
 export const SHUTDOWN_STATUS = 'server shutting down: the task was interrupted';
 
 /**
- * A task that fails for good after its runs used up the retry budget (max_attempts): how many runs it had
- * and what the last one ended with (a handler's error, a lost worker). Retries and rescues share it.
+ * A task whose retry budget is spent: its last run failed (a handler error the policy retries, or a lost
+ * worker) and no attempts are left. `attempts` is the number of failed runs, `lastMessage` the last error.
  */
-export function attemptsExhausted(attempts: number, lastMessage: string): string {
-  return `Failed after ${attempts} attempts: ${lastMessage}`;
+export function attemptsExhausted(attempts: number, lastMessage: string): TaskErrorPayload {
+  return { code: -32603, message: `Failed after ${attempts} attempts: ${lastMessage}` };
 }
 
 /** The statusMessage of a resumable task this instance released at shutdown (TaskRunnerService). */

@@ -16,7 +16,9 @@ const FINISHED_STATUSES: readonly FinishedStatus[] = ['completed', 'failed', 'ca
 const CREATION_MODES: readonly CreationMode[] = ['immediate', 'escalated'];
 const RESCUE_OUTCOMES: readonly RescueOutcome[] = ['requeued', 'failed'];
 /** The final worker writes (task-runner.service.ts WriteOp). */
-const WRITE_OPS = ['complete', 'fail', 'park'] as const;
+const WRITE_OPS = ['complete', 'fail', 'park', 'requeue'] as const;
+export type RetryOutcome = 'scheduled' | 'exhausted';
+const RETRY_OUTCOMES: readonly RetryOutcome[] = ['scheduled', 'exhausted'];
 const COMMIT_GROUP_KINDS = ['create', 'finish'] as const;
 
 /**
@@ -35,6 +37,7 @@ export class TaskMetrics implements OnModuleInit {
   private readonly handovers: Counter<'tool'>;
   private readonly writeFailures: Counter<'op'>;
   private readonly writeRetries: Counter<'op'>;
+  private readonly retries: Counter<'tool' | 'outcome'>;
   private readonly runsStarted: Counter<'tool'>;
   private readonly claims: Counter;
   private readonly queueWait: Histogram;
@@ -116,6 +119,12 @@ export class TaskMetrics implements OnModuleInit {
       labelNames: ['op'] as const,
       registers,
     });
+    this.retries = new Counter({
+      name: 'mcp_task_retries_total',
+      help: 'Task runs that failed with an error their retry policy retries, by tool and outcome (scheduled: re-queued for the next attempt after its backoff; exhausted: no attempts left, the task failed).',
+      labelNames: ['tool', 'outcome'] as const,
+      registers,
+    });
     const groupSize = new Histogram({
       name: 'mcp_task_commit_group_size',
       help: 'Task writes committed together in one transaction (group commit), by kind (create, finish).',
@@ -179,6 +188,7 @@ export class TaskMetrics implements OnModuleInit {
       this.runsStarted.inc({ tool }, 0);
       for (const outcome of RESCUE_OUTCOMES) this.rescues.inc({ tool, outcome }, 0);
       this.handovers.inc({ tool }, 0);
+      for (const outcome of RETRY_OUTCOMES) this.retries.inc({ tool, outcome }, 0);
     }
   }
 
@@ -255,6 +265,10 @@ export class TaskMetrics implements OnModuleInit {
   /** A write that landed on attempt `attempts` (> 1). */
   writeRetried(op: string, attempts: number): void {
     this.writeRetries.inc({ op }, attempts - 1);
+  }
+
+  taskRetried(tool: string, outcome: RetryOutcome): void {
+    this.retries.inc({ tool, outcome });
   }
 
   rescued(tool: string, outcome: RescueOutcome): void {

@@ -12,12 +12,14 @@ import { TaskWorkerRepository, type ParkResult, type WorkerWriteResult } from '.
 import type { TaskErrorPayload, TaskOutcome, TaskSnapshot } from './task.types.js';
 import { TaskError, TaskErrorCode } from './tasks.errors.js';
 import { UnresolvedWriteError } from './unresolved-write.js';
+import { attemptsExhausted } from './task-failures.js';
+import { backoffMs, retryStatusMessage, RetryableFailure } from './task-retry.js';
 
 /** Backoff of a fenced final write that failed (lock_timeout, reset connection, failover). */
 const WRITE_RETRY_BASE_MS = 100;
 const WRITE_RETRY_CAP_MS = 2000;
 
-export type WriteOp = 'complete' | 'fail' | 'park';
+export type WriteOp = 'complete' | 'fail' | 'park' | 'requeue';
 
 /** A final write that no attempt can land: PostgreSQL refuses its data (see unstorableReason). */
 interface Unstorable {
@@ -92,6 +94,8 @@ export class TaskOutcomeRecorder {
   ): Promise<void> {
     entry.settled = true;
     await entry.progress.stop();
+    // The run's checkpoints land before its outcome: a re-queue first would fence them out.
+    await entry.checkpoints.settled();
     if (entry.handedOver) {
       entry.span.addEvent('task.handed_over');
       return;
@@ -105,7 +109,18 @@ export class TaskOutcomeRecorder {
       return;
     }
     let outcome: TaskOutcome;
-    if (settled.ok) {
+    /** Set when this failure spends the last attempt of a retry policy (counted once it is written). */
+    let exhausted = false;
+    if (!settled.ok && settled.error instanceof RetryableFailure && !entry.controller.signal.aborted) {
+      const failure = settled.error;
+      const failures = entry.failedAttempts + 1;
+      if (failures < entry.maxAttempts) {
+        await this.requeueForRetry(entry, failure, failures);
+        return;
+      }
+      exhausted = true;
+      outcome = { kind: 'failed', error: attemptsExhausted(failures, failure.lastError.message) };
+    } else if (settled.ok) {
       outcome = settled.outcome;
     } else if (entry.controller.signal.aborted) {
       // A worker that throws after being aborted is acknowledging the abort. Usually the task is no longer
@@ -138,6 +153,7 @@ export class TaskOutcomeRecorder {
     const result = written !== null && 'unstorable' in written ? null : written;
     if (result?.applied && isTerminal(result.task.status)) {
       this.metrics.taskFinished(entry, result.task.status === 'completed' ? 'completed' : 'failed');
+      if (exhausted) this.metrics.taskRetried(entry.toolName, 'exhausted');
     }
     if (result?.applied)
       entry.written = { task: result.task, expiry: 'expiry' in result ? result.expiry : undefined };
@@ -152,6 +168,47 @@ export class TaskOutcomeRecorder {
         `dropped a late ${outcome.kind} write for task ${entry.fence.taskId} (${result.reason})`,
       );
     }
+  }
+
+  /**
+   * The run failed with an error its tool's policy retries and attempts are left: the task goes back to the
+   * queue for attempt N+1 once the backoff has passed (TaskWorkerRepository.requeue, fenced), its
+   * statusMessage naming the failed attempt, the error and when the next one runs. Any instance's claimer
+   * runs it then; a cancel meanwhile ends it at once (a queued task has no worker to wait for).
+   */
+  private async requeueForRetry(
+    entry: RunningTask,
+    failure: RetryableFailure,
+    failures: number,
+  ): Promise<void> {
+    const delayMs = backoffMs(failure.backoff, failures);
+    const statusMessage = retryStatusMessage(
+      entry.attempt,
+      failures,
+      entry.maxAttempts,
+      failure.lastError.message,
+      delayMs,
+    );
+    const r = await this.writeWithRetry(entry, 'requeue', () =>
+      this.repo.requeue(entry.fence, { delayMs, failed: true, lastError: failure.lastError, statusMessage }),
+    );
+    if (r === null || 'unstorable' in r) {
+      entry.span.setStatus({ code: SpanStatusCode.ERROR, message: 'the retry could not be scheduled' });
+      return;
+    }
+    if (!r.applied) {
+      if (r.reason === 'expired') this.metrics.taskFinished(entry, 'expired');
+      else this.metrics.staleWrite(entry.toolName);
+      entry.span.addEvent('task.stale_write_dropped', { 'mcp.task.outcome': 'requeue' });
+      return;
+    }
+    this.metrics.taskRetried(entry.toolName, 'scheduled');
+    entry.written = { task: r.task };
+    entry.span.addEvent('task.retry_scheduled', {
+      'mcp.task.attempt': entry.attempt,
+      'mcp.task.retry_delay_ms': delayMs,
+    });
+    entry.span.setStatus({ code: SpanStatusCode.ERROR, message: failure.lastError.message });
   }
 
   /** The final write of `outcome`, retried (see writeWithRetry). */

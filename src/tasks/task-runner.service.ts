@@ -26,13 +26,18 @@ import type { ProgressUpdate } from '../tool-dispatch/tool-context.js';
 import { handedOverMessage, SHUTDOWN_ERROR, SHUTDOWN_STATUS } from './task-failures.js';
 import { TaskOutcomeRecorder } from './task-outcome-recorder.js';
 import { TaskOutcomesRepository } from './task-outcomes.repository.js';
-import { sleep, type RunningTask, type WrittenOutcome } from './task-run.js';
+import { CheckpointChain, sleep, type RunHandle, type RunningTask, type WrittenOutcome } from './task-run.js';
+import { CheckpointError } from '../tool-dispatch/checkpoint.js';
+import type { JsonValue } from '../tool-dispatch/tool-context.js';
+import { QuotasConfig } from '../quotas/quotas.config.js';
 import { TaskWorkerRepository, type WorkerFence } from './task-worker.repository.js';
 import { LifecycleConfig } from '../lifecycle/lifecycle.config.js';
 import { TasksConfig } from './tasks.config.js';
 
 /** At shutdown, how long the hand-over writes may take before a database that does not answer is given up. */
 const HANDOVER_WAIT_MS = 3000;
+/** How long a hand-over waits for the run's checkpoint writes in flight before it re-queues the task. */
+const CHECKPOINT_WAIT_MS = 1000;
 
 /**
  * Runs task work in the background on this instance. Each run gets an AbortController; the outcome is
@@ -76,6 +81,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     private readonly metrics: TaskMetrics,
     private readonly lifecycle: LifecycleService,
     private readonly work: TaskWork,
+    private readonly quotas: QuotasConfig,
   ) {}
 
   onModuleInit(): void {
@@ -136,47 +142,90 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
   start(task: TaskSnapshot, run: RunStart = {}): void {
     const controller = new AbortController();
     const fence = this.fenceOf(task);
+    const checkpoints = this.checkpointChain(task, fence);
     let report: (u: ProgressUpdate) => void = () => undefined;
-    const ctx: TaskExecutionContext = {
-      signal: controller.signal,
-      answers: task.inputResponses,
-      handlerState: task.handlerState,
-      inputRound: task.inputRounds,
-      storedPrincipal: run.principal ?? null,
-      setStatus: async (status, statusMessage) => {
-        const r = await this.repo.setWorkerStatus(fence, status, statusMessage ?? null);
-        if (!r.applied) this.metrics.staleWrite(task.toolName);
-        return r.applied;
-      },
-      reportProgress: (u) => report(u),
-    };
     const span = startTaskSpan(`execute_tool ${task.toolName}`, task, {
       'gen_ai.operation.name': 'execute_tool',
       'mcp.task.input_round': task.inputRounds,
+      'mcp.task.attempt': task.attempt,
     });
     const outcome = context.with(trace.setSpan(context.active(), span), () =>
-      Promise.resolve().then(() => this.work.execute(task, ctx)),
+      Promise.resolve().then(async () => {
+        // A claim brings the checkpoint along; a first run of a fresh task has none; anything else (a run
+        // resumed after input) reads it.
+        const checkpoint =
+          'checkpoint' in run
+            ? ((run.checkpoint ?? undefined) as JsonValue | undefined)
+            : task.attempt > 1 || task.inputRounds > 0
+              ? await this.repo.readCheckpoint(task.id)
+              : undefined;
+        const ctx: TaskExecutionContext = {
+          signal: controller.signal,
+          answers: task.inputResponses,
+          handlerState: task.handlerState,
+          inputRound: task.inputRounds,
+          storedPrincipal: run.principal ?? null,
+          setStatus: async (status, statusMessage) => {
+            const r = await this.repo.setWorkerStatus(fence, status, statusMessage ?? null);
+            if (!r.applied) this.metrics.staleWrite(task.toolName);
+            return r.applied;
+          },
+          reportProgress: (u) => report(u),
+          attempt: task.attempt,
+          checkpoint,
+          saveCheckpoint: (state) => checkpoints.save(state),
+        };
+        return this.work.execute(task, ctx);
+      }),
     );
-    report = this.launch(task, controller, outcome, span);
+    report = this.launch(task, controller, outcome, span, checkpoints)?.report ?? (() => undefined);
   }
 
   /**
-   * Takes over work that is already running (the modern era's inline window ran out): from now on its
-   * outcome is recorded on the task, cancellation aborts `controller`, and its lease is renewed. Returns
-   * where the work's progress goes from now on (the task's statusMessage), since the request that started
-   * it has been answered.
+   * Takes over work that is already running (the modern era's inline window ran out, or its handler threw
+   * an error its retry policy retries): from now on its outcome is recorded on the task, cancellation aborts
+   * `controller`, and its lease is renewed. `pendingCheckpoint` is the last state the work saved inline
+   * (written first, under the task's fence). Returns where the work's progress and checkpoints go from now
+   * on, since the request that started it has been answered, and when its outcome is written.
    */
   adopt(
     task: TaskSnapshot,
     controller: AbortController,
     outcome: Promise<TaskOutcome>,
-  ): (u: ProgressUpdate) => void {
+    opts: { pendingCheckpoint?: { state: unknown } } = {},
+  ): RunHandle {
     // The work started inline under the request's span; this span covers its life as a task.
     const span = startTaskSpan(`execute_tool ${task.toolName}`, task, {
       'gen_ai.operation.name': 'execute_tool',
       'mcp.task.escalated': true,
     });
-    return this.launch(task, controller, outcome, span);
+    const checkpoints = this.checkpointChain(task, this.fenceOf(task));
+    // Queued before the run is launched, so its outcome (written after every checkpoint) cannot pass it.
+    if (opts.pendingCheckpoint) {
+      checkpoints.save(opts.pendingCheckpoint.state).catch((err: unknown) => {
+        this.logger.warn(`task ${task.id}: its inline checkpoint was not saved: ${errorMessage(err)}`);
+      });
+    }
+    const launched = this.launch(task, controller, outcome, span, checkpoints);
+    return {
+      report: launched ? launched.report : () => undefined,
+      checkpoint: (state) => checkpoints.save(state),
+      done: launched ? launched.entry.done.then(() => launched.entry.written) : Promise.resolve(undefined),
+    };
+  }
+
+  /** The fenced checkpoint writes of one run, in order; a refused one rejects naming why. */
+  private checkpointChain(task: TaskSnapshot, fence: WorkerFence): CheckpointChain {
+    return new CheckpointChain(async (state) => {
+      const r = await this.repo.saveCheckpoint(fence, state, {
+        maxBytes: this.quotas.QUOTA_TASK_CHECKPOINT_BYTES,
+      });
+      if (r.applied) return;
+      this.metrics.staleWrite(task.toolName);
+      throw new CheckpointError(
+        `The checkpoint was not saved: task ${task.id} is no longer held by this run (${r.reason})`,
+      );
+    });
   }
 
   /**
@@ -286,6 +335,8 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
   }
 
   private async writeHandOver(entry: RunningTask): Promise<void> {
+    // The checkpoints the run asked for land first: the requeue fences out whatever comes after it.
+    await Promise.race([entry.checkpoints.settled(), sleep(CHECKPOINT_WAIT_MS)]);
     try {
       const r = await this.repo.requeue(entry.fence, {
         delayMs: 0,
@@ -321,7 +372,8 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     controller: AbortController,
     outcome: Promise<TaskOutcome>,
     span: Span,
-  ): (u: ProgressUpdate) => void {
+    checkpoints: CheckpointChain,
+  ): { entry: RunningTask; report: (u: ProgressUpdate) => void } | undefined {
     const fence = this.fenceOf(task);
     const entry: RunningTask = {
       fence,
@@ -329,7 +381,6 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
       toolName: task.toolName,
       createdAt: task.createdAt,
       resumable: task.resumable,
-      attempt: task.attempt,
       controller,
       progress: new ProgressThrottle(
         async (message) => {
@@ -344,6 +395,10 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
       settled: false,
       done: Promise.resolve(),
       span,
+      attempt: task.attempt,
+      failedAttempts: task.failedAttempts,
+      maxAttempts: task.maxAttempts,
+      checkpoints,
     };
     const report = (u: ProgressUpdate): void => {
       if (!entry.settled && !entry.lost) entry.progress.report(progressMessage(u));
@@ -353,7 +408,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
       controller.abort(new Error('task not leased to this instance'));
       span.setStatus({ code: SpanStatusCode.ERROR, message: 'task not leased to this instance' });
       span.end();
-      return () => undefined;
+      return undefined;
     }
     this.running.get(task.id)?.controller.abort(new Error('superseded by a newer run'));
     this.running.set(task.id, entry);
@@ -375,7 +430,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
         if (this.running.get(task.id) === entry) this.running.delete(task.id);
         this.runSettled();
       });
-    return report;
+    return { entry, report };
   }
 
   private runSettled(): void {

@@ -9,6 +9,8 @@ import { canTransition, isLive, type TaskStatus } from './task-state.js';
 import { TaskTransactions } from './task-transactions.js';
 import { inputKeyFor, type InputRequest, type TaskErrorPayload, type TaskSnapshot } from './task.types.js';
 import type { UnresolvedWriteError } from './unresolved-write.js';
+import { serialiseCheckpoint } from '../tool-dispatch/checkpoint.js';
+import type { JsonValue } from '../tool-dispatch/tool-context.js';
 
 /** The identity a worker writes with: its task, the generation it was started on, and its instance. */
 export interface WorkerFence {
@@ -108,6 +110,35 @@ export class TaskWorkerRepository {
       await this.publisher.announceQueued(m, task);
       return { applied: true, task, previous: current.status };
     });
+  }
+
+  /**
+   * Stores the run's checkpoint, fenced like every worker write (the row locked, its generation and instance
+   * checked), so a run that lost its task can never overwrite what a newer run saved. The state is
+   * serialised first: not JSON or over `limits.maxBytes` (QUOTA_TASK_CHECKPOINT_BYTES) throws a
+   * CheckpointError naming why, before the task is touched. Not a visible change: nothing is published and
+   * last_updated_at stays.
+   */
+  async saveCheckpoint(
+    fence: WorkerFence,
+    state: unknown,
+    limits: { maxBytes: number },
+  ): Promise<WorkerWriteResult> {
+    const json = serialiseCheckpoint(state, limits.maxBytes);
+    return this.transactions.tx(async (m) => {
+      const held = await this.lockForWorker(m, fence);
+      if ('refused' in held) return held.refused;
+      await m.query(`UPDATE task SET checkpoint = $2::jsonb WHERE id = $1`, [fence.taskId, json]);
+      return { applied: true, task: held.current, previous: held.current.status };
+    });
+  }
+
+  /** The checkpoint a task's last run saved (undefined when none), for a run that starts from it. */
+  async readCheckpoint(taskId: string): Promise<JsonValue | undefined> {
+    const [row] = await this.transactions.tx((m) =>
+      m.query<Row>(`SELECT checkpoint FROM task WHERE id = $1`, [taskId]),
+    );
+    return (row?.checkpoint as JsonValue | null | undefined) ?? undefined;
   }
 
   /** Legacy input over SSE: the live worker flips the visible status without giving the task up. */

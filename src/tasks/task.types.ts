@@ -1,6 +1,6 @@
 import type { StoredTraceContext } from '../telemetry/trace-context.js';
 import type { TaskStatus } from './task-state.js';
-import type { ProgressUpdate } from '../tool-dispatch/tool-context.js';
+import type { JsonValue, ProgressUpdate } from '../tool-dispatch/tool-context.js';
 
 /** The era that created a task; a task keeps its era's vocabulary for life. */
 export type TaskEra = 'legacy' | 'modern';
@@ -120,6 +120,15 @@ export interface TaskExecutionContext {
    * TASK_PROGRESS_WRITE_MS, published to subscribers). Never throws and never waits.
    */
   reportProgress(update: ProgressUpdate): void;
+  /** The task's run number (TaskSnapshot.attempt): 1 on the first run, +1 per retry, hand-over or rescue. */
+  readonly attempt: number;
+  /** The checkpoint the task's last run saved (undefined when none). */
+  readonly checkpoint: JsonValue | undefined;
+  /**
+   * Saves this run's checkpoint, fenced (TaskWorkerRepository.saveCheckpoint). Writes keep their order;
+   * rejects with a CheckpointError when the state is refused or the run no longer holds the task.
+   */
+  saveCheckpoint(state: unknown): Promise<void>;
 }
 
 /** Published (ids and status only) on every creation and status change, from whichever instance made it. */

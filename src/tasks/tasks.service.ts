@@ -16,6 +16,9 @@ import { TaskCreationRepository, type NewTask } from './task-creation.repository
 import type { CreationLimits } from './creation-limits.js';
 import { TasksRepository, type MergeResult, type VersionedTask } from './tasks.repository.js';
 import { QuotasConfig } from '../quotas/quotas.config.js';
+import { serialiseCheckpoint } from '../tool-dispatch/checkpoint.js';
+import { RetryableFailure } from './task-retry.js';
+import type { RunHandle } from './task-run.js';
 import { TasksConfig } from './tasks.config.js';
 import { TaskClaimer } from './task-claimer.service.js';
 import { QUEUED_MESSAGE } from './task-queue.js';
@@ -33,6 +36,11 @@ export interface CreateTaskInput {
   requestedTtlMs?: number | null;
   mode?: CreationMode;
   statusMessage?: string | null;
+  /** From the tool's durability declaration (DurabilityPolicy); defaults: not resumable, one attempt. */
+  resumable?: boolean;
+  maxAttempts?: number;
+  /** The tool's longest expected run: a task without a requested ttl is granted one covering it. */
+  maxRunMs?: number | null;
   /**
    * The owner's principal as the creating request saw it (id, provider, subject, scopes, groups: see
    * storedPrincipal), kept with the task so a run claimed on another instance calls the tool as the same
@@ -101,6 +109,29 @@ export class EscalationLink {
   escalated = false;
   private reporter: ((u: ProgressUpdate) => void) | null = null;
   private pending: ProgressUpdate | null = null;
+  private saver: ((state: unknown) => Promise<void>) | null = null;
+  /** The latest state the work saved before there was a task to save it on (checked already). */
+  private pendingCheckpoint: { state: unknown } | undefined;
+
+  /** `checkpointBytes`: QUOTA_TASK_CHECKPOINT_BYTES, checked at once even while no task exists yet. */
+  constructor(private readonly checkpointBytes = Number.POSITIVE_INFINITY) {}
+
+  /**
+   * A checkpoint from the work: checked (JSON, size) at once; before the task exists only the latest is
+   * kept (in memory), and written first thing when the call becomes a task.
+   */
+  async checkpoint(state: unknown): Promise<void> {
+    if (this.saver) return this.saver(state);
+    // A copy as JSON, so later changes the work makes to its own object are not what gets written.
+    this.pendingCheckpoint = { state: JSON.parse(serialiseCheckpoint(state, this.checkpointBytes)) };
+  }
+
+  /** The checkpoint kept while inline, to be written on the task (once). */
+  takePendingCheckpoint(): { state: unknown } | undefined {
+    const p = this.pendingCheckpoint;
+    this.pendingCheckpoint = undefined;
+    return p;
+  }
 
   /** Progress from the work; kept (latest only) until the task exists, then handed to it. */
   report(u: ProgressUpdate): void {
@@ -109,11 +140,27 @@ export class EscalationLink {
     else this.pending = u;
   }
 
-  attach(reporter: (u: ProgressUpdate) => void): void {
+  attach(handle: Pick<RunHandle, 'report' | 'checkpoint'>): void {
+    const reporter = (u: ProgressUpdate): void => handle.report(u);
     this.reporter = reporter;
+    this.saver = (state) => handle.checkpoint(state);
     if (this.pending) reporter(this.pending);
     this.pending = null;
   }
+}
+
+/** TasksService.grantTtl against the given limits (TasksConfig). */
+export function grantedTtlMs(
+  limits: Pick<TasksConfig, 'TASK_MAX_TTL_MS' | 'TASK_DEFAULT_TTL_MS'>,
+  requested: number | null | undefined,
+  maxRunMs?: number | null,
+): number {
+  const max = limits.TASK_MAX_TTL_MS;
+  if (typeof requested !== 'number' || !Number.isFinite(requested) || requested <= 0) {
+    const run = typeof maxRunMs === 'number' && Number.isFinite(maxRunMs) && maxRunMs > 0 ? maxRunMs : 0;
+    return Math.min(Math.floor(run) + limits.TASK_DEFAULT_TTL_MS, max);
+  }
+  return Math.max(1, Math.min(Math.floor(requested), max));
 }
 
 /** Safety re-read while waiting, in case a notification was missed (polling stays authoritative). */
@@ -189,13 +236,13 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     this.offCounted?.();
   }
 
-  /** The ttl a request is granted: its own clamped to TASK_MAX_TTL_MS, else TASK_DEFAULT_TTL_MS. */
-  grantTtl(requested: number | null | undefined): number {
-    const max = this.config.TASK_MAX_TTL_MS;
-    if (typeof requested !== 'number' || !Number.isFinite(requested) || requested <= 0) {
-      return Math.min(this.config.TASK_DEFAULT_TTL_MS, max);
-    }
-    return Math.max(1, Math.min(Math.floor(requested), max));
+  /**
+   * The ttl a request is granted: its own clamped to TASK_MAX_TTL_MS, else TASK_DEFAULT_TTL_MS; when the
+   * tool declares its longest run (`maxRunMs`) and the request asks for no ttl, that run plus
+   * TASK_DEFAULT_TTL_MS (the retention after it), clamped too, so no default expires the task mid-run.
+   */
+  grantTtl(requested: number | null | undefined, maxRunMs?: number | null): number {
+    return grantedTtlMs(this.config, requested, maxRunMs);
   }
 
   /**
@@ -226,7 +273,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
       sessionId: input.sessionId ?? null,
       era: input.era,
       toolName: input.toolName,
-      ttlMs: this.grantTtl(input.requestedTtlMs),
+      ttlMs: this.grantTtl(input.requestedTtlMs, input.maxRunMs),
       pollIntervalMs: this.config.TASK_POLL_INTERVAL_MS,
       requestParams: input.requestParams ?? {},
       instanceId: here ? this.instances.instanceId : null,
@@ -235,6 +282,8 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
       principal: input.principal ?? null,
       // The request's span (tools/call …) becomes the task's trace: later work links back to it.
       traceContext: captureTraceContext(),
+      resumable: input.resumable ?? false,
+      maxAttempts: input.maxAttempts ?? 1,
     };
   }
 
@@ -391,7 +440,9 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
    * Modern era: runs `work` inline for the window (TASK_INLINE_WINDOW_MS unless given). Finished in time
    * → its outcome, and no task exists. Not finished → the task is committed, the running work is handed to
    * the runner (outcome recorded, cancel aborts it, lease renewed) and the task is returned. When the
-   * creation is refused (a limit), the work is aborted and the TaskError propagates.
+   * creation is refused (a limit), the work is aborted and the TaskError propagates. Work that throws a
+   * RetryableFailure inside the window becomes a task too, queued for its retry (answered with the task as
+   * the re-queue left it). Checkpoints the work saved inline are written on the task when it is created.
    */
   async runInlineThenTask(
     input: CreateTaskInput,
@@ -403,7 +454,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     // kept once the window ran out. It is queued, and answered inline if a worker ends it within the window.
     if (!this.claimer.hasFreeSlot()) return this.queueAndWait(input, windowMs, opts.signal);
     const controller = new AbortController();
-    const link = new EscalationLink();
+    const link = new EscalationLink(this.quotasConfig.QUOTA_TASK_CHECKPOINT_BYTES);
     const onCallerAbort = (): void => controller.abort(new Error('request closed'));
     opts.signal?.addEventListener('abort', onCallerAbort, { once: true });
     const running = Promise.resolve().then(() => work(controller.signal, link));
@@ -428,7 +479,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
       opts.signal?.removeEventListener('abort', onCallerAbort);
       return { kind: 'inline', outcome: first.outcome };
     }
-    if (first.kind === 'threw') {
+    if (first.kind === 'threw' && !(first.error instanceof RetryableFailure)) {
       opts.signal?.removeEventListener('abort', onCallerAbort);
       throw first.error;
     }
@@ -443,12 +494,15 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     // An inline call holds no slot; once it becomes a task it must. With none free (a burst of calls
     // escalating together) the inline run is given up and the task queued: it starts again from the top
     // on the first free slot of any instance, and the bound TASK_WORKER_CONCURRENCY holds.
-    const here = this.claimer.tryReserve(id);
+    const reserved = this.claimer.tryReserve(id);
+    // A first attempt that failed has ended: all that is left of it is the re-queue for its retry (one
+    // write, no work), so it is leased here even without a free slot, and the backoff is kept.
+    const here = reserved || first.kind === 'threw';
     let task: TaskSnapshot;
     try {
       task = await this.create({ ...input, mode: 'escalated' }, { id, placement: here ? 'here' : 'queue' });
     } catch (err) {
-      if (here) this.claimer.release(id);
+      if (reserved) this.claimer.release(id);
       controller.abort(new Error('task creation refused'));
       throw err;
     }
@@ -456,7 +510,16 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
       controller.abort(new Error('no free worker slot: the task was queued'));
       return { kind: 'task', task };
     }
-    link.attach(this.runner.adopt(task, controller, running));
+    const handle = this.runner.adopt(task, controller, running, {
+      pendingCheckpoint: link.takePendingCheckpoint(),
+    });
+    link.attach(handle);
+    if (first.kind === 'threw') {
+      // The first attempt failed and will be retried: answer with the task as the re-queue left it (its
+      // statusMessage names the attempt and when the next one runs).
+      const written = await handle.done;
+      return { kind: 'task', task: written?.task ?? task };
+    }
     return { kind: 'task', task };
   }
 

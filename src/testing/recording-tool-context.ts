@@ -1,9 +1,11 @@
 import { ANONYMOUS_PRINCIPAL, type Principal } from '../principals/principal.js';
+import { serialiseCheckpoint } from '../tool-dispatch/checkpoint.js';
 import type {
   ElicitParams,
   ElicitResult,
   InputRequestOptions,
   JsonObject,
+  JsonValue,
   LoggingLevel,
   ProgressUpdate,
   RootsResult,
@@ -50,6 +52,12 @@ export interface RecordingToolContextOptions {
   era?: 'legacy' | 'modern';
   /** Called at each `ctx.progress(...)`, as it happens (to cancel after some progress, say). */
   onProgress?: (update: ProgressUpdate) => void;
+  /** Pretend this is the task's attempt N (`ctx.attempt`, default 1), */
+  attempt?: number;
+  /** resumed from this checkpoint (`ctx.lastCheckpoint`). */
+  lastCheckpoint?: JsonValue;
+  /** The checkpoint cap the server would apply (QUOTA_TASK_CHECKPOINT_BYTES; default its default, 65536). */
+  checkpointBytes?: number;
 }
 
 function answerer<P, R>(
@@ -85,7 +93,12 @@ export class RecordingToolContext implements ToolContext {
   readonly taskId?: string;
   readonly clientCapabilities?: JsonObject;
   readonly input: ToolContext['input'];
+  readonly attempt: number;
+  readonly lastCheckpoint: JsonValue | undefined;
+  /** Every state the handler saved with `ctx.checkpoint`, in order, as the server would store it. */
+  readonly checkpoints: JsonValue[] = [];
   private readonly onProgress?: (update: ProgressUpdate) => void;
+  private readonly checkpointBytes: number;
 
   constructor(answers: ScriptedAnswers = {}, options: RecordingToolContextOptions = {}) {
     this.principal = options.principal ?? ANONYMOUS_PRINCIPAL;
@@ -97,6 +110,9 @@ export class RecordingToolContext implements ToolContext {
     if (options.taskId !== undefined) this.taskId = options.taskId;
     if (options.onProgress) this.onProgress = options.onProgress;
     if (options.clientCapabilities !== undefined) this.clientCapabilities = options.clientCapabilities;
+    this.attempt = options.attempt ?? 1;
+    this.lastCheckpoint = options.lastCheckpoint;
+    this.checkpointBytes = options.checkpointBytes ?? 65536;
     const record = (method: RecordedInput['method'], params: JsonObject, opts?: InputRequestOptions) => {
       this.inputs.push({ method, params, ...(opts?.key !== undefined ? { key: opts.key } : {}) });
     };
@@ -122,6 +138,11 @@ export class RecordingToolContext implements ToolContext {
   async progress(update: ProgressUpdate): Promise<void> {
     this.progressUpdates.push(update);
     this.onProgress?.(update);
+  }
+
+  /** Checked as the server checks it (JSON, size), then recorded in `checkpoints`. */
+  async checkpoint(state: unknown): Promise<void> {
+    this.checkpoints.push(JSON.parse(serialiseCheckpoint(state, this.checkpointBytes)) as JsonValue);
   }
 
   async log(level: LoggingLevel, data: unknown, logger?: string): Promise<void> {

@@ -15,6 +15,7 @@ import {
   type ReadResourceResult,
   type InputRequestOptions,
   type JsonObject,
+  type JsonValue,
   type ProgressUpdate,
   type ToolContext,
 } from '../tool-dispatch/index.js';
@@ -54,6 +55,9 @@ export interface CallOptions {
   clientCapabilities?: JsonObject;
   /** Called at each `ctx.progress(...)` as it happens (the outcome lists them all too). */
   onProgress?: (update: ProgressUpdate) => void;
+  /** Pretend this is attempt N of a task (`ctx.attempt`) resumed from this checkpoint (`ctx.lastCheckpoint`). */
+  attempt?: number;
+  lastCheckpoint?: JsonValue;
   /**
    * Run the handler the 2026-07-28 way: each question ends the run, and the handler is run again from the
    * top with every answer so far (which `ctx.input` then returns at once). Use it to check that a handler
@@ -252,5 +256,7 @@ function contextOptions(options: CallOptions, era: 'legacy' | 'modern') {
     ...(options.taskId !== undefined ? { taskId: options.taskId } : {}),
     ...(options.clientCapabilities ? { clientCapabilities: options.clientCapabilities } : {}),
     ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+    ...(options.attempt !== undefined ? { attempt: options.attempt } : {}),
+    ...(options.lastCheckpoint !== undefined ? { lastCheckpoint: options.lastCheckpoint } : {}),
   };
 }

@@ -21,7 +21,9 @@ export {
   type RetryPolicy,
   type ToolDurability,
   type ToolContext,
+  type JsonValue,
 } from './tool-context.js';
+export { CheckpointError, serialiseCheckpoint, CHECKPOINT_SETTING } from './checkpoint.js';
 export { McpNotifier } from './mcp-notifier.js';
 export type { Principal } from '../principals/principal.js';
 export { ToolDispatchError, ToolDispatchErrorCode } from './tool-dispatch.errors.js';

@@ -47,6 +47,9 @@ export interface ToolDurability {
   maxRunMs?: number;
 }
 
+/** A JSON value as a checkpoint holds it (see `ToolContext.checkpoint`). */
+export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
+
 export type LoggingLevel =
   'debug' | 'info' | 'notice' | 'warning' | 'error' | 'critical' | 'alert' | 'emergency';
 
@@ -132,6 +135,21 @@ export interface ToolContext {
   /** Sends `notifications/message` at or above the client's chosen level. */
   log(level: LoggingLevel, data: unknown, logger?: string): Promise<void>;
   readonly input: InputApi;
+  /**
+   * The run this is: 1 inline and on a task's first run; each retry, hand-over at drain or rescue after a
+   * crash runs the task again as the next attempt (tool-authoring.md, "Work that survives restarts").
+   */
+  readonly attempt: number;
+  /** The state the task's last run saved with `checkpoint`; undefined when none was saved (or it was null). */
+  readonly lastCheckpoint: JsonValue | undefined;
+  /**
+   * Saves progress state (JSON, at most QUOTA_TASK_CHECKPOINT_BYTES): the next run of the task, after a retry,
+   * a hand-over or a rescue, starts with it as `lastCheckpoint`. Written under the run's fence, so a run that
+   * lost its task never overwrites a newer one. Inline (no task yet) it is kept in memory and written if the
+   * call becomes a task. Throws a CheckpointError when the state is not JSON, is too large, or the run no
+   * longer holds its task (the task is not changed then).
+   */
+  checkpoint(state: unknown): Promise<void>;
 }
 
 /**

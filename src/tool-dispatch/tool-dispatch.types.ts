@@ -110,7 +110,32 @@ export interface ToolDescriptor {
   taskSupport: TaskSupport;
   /** Scopes a caller needs (all of them) to see and call the tool; empty means any authenticated caller. */
   scopes: readonly string[];
+  /** The tool's durability declaration, validated and with its defaults (never on the wire). */
+  durability: DurabilityPolicy;
 }
+
+/** A retry policy with its defaults filled in (see RetryPolicy). */
+export interface NormalisedRetryPolicy {
+  readonly maxAttempts: number;
+  readonly initialDelayMs: number;
+  readonly factor: number;
+  readonly maxDelayMs: number;
+  readonly retryOn?: (error: unknown) => boolean;
+}
+
+/** `McpToolOptions.durability` as the server applies it (the tool explorer validates and normalises it). */
+export interface DurabilityPolicy {
+  readonly resumable: boolean;
+  /** Runs in all, copied to each task at creation: retry.maxAttempts, else 3 when resumable, else 1. */
+  readonly maxAttempts: number;
+  /** Absent: a handler error ends the task as it always did (no retries). */
+  readonly retry?: NormalisedRetryPolicy;
+  /** The longest run the tool expects, in ms (a task without a ttl is granted one covering it). */
+  readonly maxRunMs?: number;
+}
+
+/** What a tool that declares no durability gets: one run, not resumable. */
+export const NO_DURABILITY: DurabilityPolicy = Object.freeze({ resumable: false, maxAttempts: 1 });
 
 export interface ResourceDescriptor {
   uri: string;

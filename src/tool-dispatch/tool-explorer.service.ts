@@ -14,6 +14,7 @@ import { completionKey, type DefinitionSource, type ToolCatalog } from './tool-c
 import type { TaskSupport } from './tool-context.js';
 import { ToolDispatchError, ToolDispatchErrorCode } from './tool-dispatch.errors.js';
 import type { PromptArgument, SchemaSource } from './tool-dispatch.types.js';
+import { durabilityOf } from './tool-durability.js';
 import { UriTemplate } from './uri-template.js';
 import { errorMessage } from '../common/error-message.js';
 
@@ -77,6 +78,7 @@ export class ToolExplorer {
       if (!TASK_SUPPORT.includes(taskSupport)) {
         problems.push(`${where}: taskSupport must be one of ${TASK_SUPPORT.join(', ')}`);
       }
+      const durability = durabilityOf(options.durability, taskSupport, where, problems);
       const input = this.compile(compiler, options.input, `${where}: input of tool ${name}`, problems);
       const output =
         options.output === undefined
@@ -99,6 +101,7 @@ export class ToolExplorer {
           ...(options.annotations ? { annotations: { ...options.annotations } } : {}),
           taskSupport,
           scopes: Object.freeze([...(options.scopes ?? [])]),
+          durability,
         },
         input,
         ...(output ? { output } : {}),

@@ -156,8 +156,15 @@ export class ToolRegistry implements OnModuleInit {
    * - without one, any other value → its JSON text; `undefined`/`null` → empty content.
    * A result breaking the declared output schema throws `INVALID_RESULT` (a server bug, reported as such).
    * `target` is a tool name, or a tool resolved for this call already (`resolve`; no second lookup).
+   * `opts.rethrow` (task runs of a tool with a retry policy): a handler error it returns a value for is thrown
+   * as that value instead of becoming an `isError` result, so the run can be tried again.
    */
-  async callTool(target: string | ResolvedTool, rawArgs: unknown, ctx: ToolContext): Promise<CallToolResult> {
+  async callTool(
+    target: string | ResolvedTool,
+    rawArgs: unknown,
+    ctx: ToolContext,
+    opts: { rethrow?: (err: unknown) => Error | undefined } = {},
+  ): Promise<CallToolResult> {
     const resolved = typeof target === 'string' ? this.resolve(target, ctx.principal) : target;
     const name = resolved.name;
     const tool = resolved.definition;
@@ -185,6 +192,8 @@ export class ToolRegistry implements OnModuleInit {
       returned = await tool.handler(checked.value, ctx);
     } catch (err) {
       if (err instanceof JsonRpcError || err instanceof McpControlSignal || ctx.signal.aborted) throw err;
+      const replacement = opts.rethrow?.(err);
+      if (replacement !== undefined) throw replacement;
       if (isInfrastructureFault(err)) {
         // Database and driver text names tables, hosts and roles: the caller gets an id to quote, the log the rest.
         const id = correlationId();

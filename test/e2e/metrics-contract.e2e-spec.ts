@@ -45,6 +45,17 @@ describe('dashboards and alerts against the metrics a running server exposes', (
     expect(broken).toEqual([]);
   });
 
+  it('exposes the retry counter of durable execution with every tool at 0 from boot', async () => {
+    const text = (await request(app.getHttpServer()).get('/metrics').expect(200)).text;
+    expect(exposed.has('mcp_task_retries_total')).toBe(true);
+    // Alerts take increase() of it: each known tool's series must exist before its first retry.
+    for (const outcome of ['scheduled', 'exhausted']) {
+      expect(text).toMatch(
+        new RegExp(`^mcp_task_retries_total\\{tool="word_count",outcome="${outcome}"\\} 0$`, 'm'),
+      );
+    }
+  });
+
   it('exposes the task queue metrics the alert rules, dashboard and runbook are written against (issue 22)', async () => {
     const text = (await request(app.getHttpServer()).get('/metrics').expect(200)).text;
     const type = (name: string): string | undefined =>

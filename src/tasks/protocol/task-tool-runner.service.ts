@@ -9,7 +9,8 @@ import { InputRequiredSignal, MrtrInput } from '../../protocol/mrtr-input.js';
 import type { McpRequestContext } from '../../protocol/request-context.js';
 import { META } from '../../protocol/versions.js';
 import { principalFromStored, type Principal } from '../../principals/principal.js';
-import type { ResolvedTool } from '../../tool-dispatch/tool-registry.service.js';
+import { ToolRegistry, type ResolvedTool } from '../../tool-dispatch/tool-registry.service.js';
+import { retryRethrow } from './run-retry.js';
 import { QuotaService } from '../../quotas/quota.service.js';
 import { SessionsService } from '../../sessions/sessions.service.js';
 import type { TaskExecutionContext, TaskOutcome, TaskSnapshot } from '../task.types.js';
@@ -61,6 +62,7 @@ export class TaskToolRunner extends TaskWork {
     private readonly stream: SessionStream,
     private readonly sessions: SessionsService,
     private readonly quotas: QuotaService,
+    private readonly registry: ToolRegistry,
   ) {
     super();
   }
@@ -188,6 +190,12 @@ export class TaskToolRunner extends TaskWork {
       reportTaskProgress: (u) => ctx.reportProgress(u),
       input,
       tool,
+      run: {
+        attempt: ctx.attempt,
+        lastCheckpoint: ctx.checkpoint,
+        checkpoint: (state) => ctx.saveCheckpoint(state),
+      },
+      rethrow: retryRethrow(tool?.descriptor ?? this.registry.getTool(task.toolName)),
     };
     const { inputResponses: _i, requestState: _r, ...callParams } = params;
     const outcome = await this.outcomeOf(() => this.mcp.callTool(callParams, rctx));

@@ -1,6 +1,7 @@
 import { Module, type DynamicModule } from '@nestjs/common';
 import { ProtocolModule } from '../../protocol/protocol.module.js';
 import { SessionsModule } from '../../sessions/sessions.module.js';
+import { ToolDispatchModule } from '../../tool-dispatch/tool-dispatch.module.js';
 import { TaskWork } from '../task-work.js';
 import { TaskToolRunner } from './task-tool-runner.service.js';
 
@@ -18,7 +19,7 @@ export class TaskWorkModule {
     return {
       module: TaskWorkModule,
       global: true,
-      imports: [ProtocolModule, SessionsModule],
+      imports: [ProtocolModule, SessionsModule, ToolDispatchModule],
       providers: [
         TaskToolRunner,
         work ? { provide: TaskWork, useValue: work } : { provide: TaskWork, useExisting: TaskToolRunner },

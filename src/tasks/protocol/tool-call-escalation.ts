@@ -20,6 +20,22 @@ import { TaskToolRunner } from './task-tool-runner.service.js';
 import { decideExecution, type CallSignals, type ExecutionDecision } from './execution-decision.js';
 import { TasksConfig } from '../tasks.config.js';
 import { legacyTask, modernCreateTaskResult } from './task-wire.js';
+import { retryRethrow } from './run-retry.js';
+import type { ToolDescriptor } from '../../tool-dispatch/tool-dispatch.types.js';
+
+/** What a task of `tool` copies from its durability declaration at creation (CreateTaskInput). */
+function durabilityOfTask(tool: ToolDescriptor | undefined): {
+  resumable: boolean;
+  maxAttempts: number;
+  maxRunMs: number | null;
+} {
+  const d = tool?.durability;
+  return {
+    resumable: d?.resumable ?? false,
+    maxAttempts: d?.maxAttempts ?? 1,
+    maxRunMs: d?.maxRunMs ?? null,
+  };
+}
 
 /**
  * tools/call in both eras: one decision function decides whether a call runs inline, is refused, becomes a
@@ -97,6 +113,7 @@ export class ToolCallEscalation implements OnModuleInit {
           requestedTtlMs: typeof requested === 'number' ? requested : null,
           mode: 'immediate' as const,
           principal: storedPrincipal(ctx.principal),
+          ...durabilityOfTask(tool),
         };
         // Started here when a slot is free; otherwise queued for the first instance with one.
         const beforeStart = (created: TaskSnapshot): void =>
@@ -159,6 +176,7 @@ export class ToolCallEscalation implements OnModuleInit {
           toolName: tool.name,
           requestParams,
           requestedTtlMs: null,
+          ...durabilityOfTask(tool),
           principal: storedPrincipal(ctx.principal),
         },
         (signal, link) => this.inlineWork(p, ctx, signal, link),
@@ -198,6 +216,10 @@ export class ToolCallEscalation implements OnModuleInit {
         // statusMessage, and notifications (progress, log) are no longer sent anywhere.
         notify: (method, params) => (link.escalated ? Promise.resolve() : ctx.notify(method, params)),
         reportTaskProgress: (u) => link.report(u),
+        // The inline window is the task's first attempt: its checkpoints are kept for the task, and an
+        // error the tool's retry policy retries makes the call a task queued for the retry.
+        run: { attempt: 1, lastCheckpoint: undefined, checkpoint: (state) => link.checkpoint(state) },
+        rethrow: retryRethrow(ctx.tool?.descriptor),
       }),
     );
   }
@@ -231,6 +253,7 @@ export class ToolCallEscalation implements OnModuleInit {
           principal: storedPrincipal(ctx.principal),
           idempotencyKey: key,
           requestHash: idempotencyRequestHash(p),
+          ...durabilityOfTask(tool),
         },
         (signal, link) => this.inlineWork(p, ctx, signal, link),
         { signal: ctx.signal, windowMs },
@@ -276,6 +299,7 @@ export class ToolCallEscalation implements OnModuleInit {
     ctx: McpRequestContext,
   ): Promise<Record<string, unknown>> {
     if (outcome.kind === 'input_required') throw new InputRequiredSignal(outcome.requests);
+    const tool = ctx.tool?.descriptor;
     if (!mustBeTask) {
       if (outcome.kind === 'completed') return outcome.result;
       throw new McpProtocolError(outcome.error.code, outcome.error.message, outcome.error.data);
@@ -291,6 +315,7 @@ export class ToolCallEscalation implements OnModuleInit {
           requestedTtlMs: null,
           mode: 'escalated',
           principal: storedPrincipal(ctx.principal),
+          ...durabilityOfTask(tool),
         },
         { placement: 'here' },
       ),

@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { CoreResourcesService } from './core-resources.service.js';
 import { CoreToolsService } from './core-tools.service.js';
+import { DurableToolsService } from './durable-tools.service.js';
 import { InputRequiredToolsService } from './input-required-tools.service.js';
 import { TaskToolsService } from './task-tools.service.js';
 
@@ -9,5 +10,14 @@ import { TaskToolsService } from './task-tools.service.js';
  * Registered only when MCP_CONFORMANCE_FIXTURES=true (src/tools/tool-modules.ts); `test_reconnection` is the
  * gateway's, since it needs transport hooks.
  */
-@Module({ providers: [CoreToolsService, CoreResourcesService, InputRequiredToolsService, TaskToolsService] })
+@Module({
+  // The durable-execution fixtures come last: the tools before them keep their places in tools/list.
+  providers: [
+    CoreToolsService,
+    CoreResourcesService,
+    InputRequiredToolsService,
+    TaskToolsService,
+    DurableToolsService,
+  ],
+})
 export class ConformanceModule {}
