@@ -130,6 +130,16 @@ describe('task queue claim (real PostgreSQL)', () => {
     );
     expect(left.rows.map((r: { id: string }) => r.id).sort()).toEqual([delayed.id, expired.id].sort());
   });
+
+  it('a queued task cancelled before any claim is never claimed', async () => {
+    const tasks = web1.get(TasksService);
+    const t = await tasks.createAndStart(legacyTaskInput('o-cancel'));
+    expect(t).toMatchObject({ instanceId: null, statusMessage: QUEUED_MESSAGE });
+    const cancelled = await tasks.cancel('o-cancel', t.id);
+    expect(cancelled).toMatchObject({ status: 'cancelled', instanceId: null });
+    expect(await web2.get(TaskQueueRepository).claim(randomUUID(), 10, 30000)).toEqual([]);
+    expect((await tasks.get('o-cancel', t.id)).status).toBe('cancelled');
+  });
 });
 
 describe('task claimer of an instance that runs work (real PostgreSQL)', () => {
@@ -212,5 +222,43 @@ describe('task claimer of an instance that runs work (real PostgreSQL)', () => {
     resumed.complete();
     const w = await tasks.waitForTerminal(owner, t.id, { timeoutMs: 5000 });
     expect(w.kind === 'terminal' && w.task.status).toBe('completed');
+  });
+
+  it('claims a delayed task when its backoff ends, woken by one timer for the earliest (no poll)', async () => {
+    const creations = worker.get(TaskCreationRepository);
+    const workerRepo = worker.get(TaskWorkerRepository);
+    await waitFor(() => worker.get(TaskClaimer).slots().free === 2 || undefined);
+    // Two runs of another (gone) instance give their tasks back, to be retried in 1.5 s and 0.7 s.
+    const gone = randomUUID();
+    const requeued = async (delayMs: number): Promise<{ id: string; at: number }> => {
+      const t = await creations.insertWithLimits(newTaskRow(gone, 'o-delay'), LIMITS);
+      const r = await workerRepo.requeue(
+        { taskId: t.id, generation: t.generation, instanceId: gone },
+        { delayMs, failed: true, statusMessage: `retry in ${delayMs} ms` },
+      );
+      if (!r.applied) throw new Error('requeue refused');
+      return { id: t.id, at: r.task.availableAt!.getTime() };
+    };
+    const later = await requeued(1500);
+    const sooner = await requeued(700);
+    const seen = new Map<string, number>();
+    await waitFor(
+      () => {
+        for (const r of exec.runs) if (!seen.has(r.task.id)) seen.set(r.task.id, Date.now());
+        return (seen.has(later.id) && seen.has(sooner.id)) || undefined;
+      },
+      5000,
+      5,
+    );
+    // Each started at its own time (a little after, never before), not at a 10-minute poll.
+    for (const t of [sooner, later]) {
+      const lateBy = seen.get(t.id)! - t.at;
+      expect(lateBy).toBeGreaterThanOrEqual(-20);
+      expect(lateBy).toBeLessThan(1500);
+    }
+    for (const r of exec.runs.filter((x) => x.task.id === sooner.id || x.task.id === later.id)) {
+      expect(r.task.attempt).toBe(2);
+      r.complete();
+    }
   });
 });

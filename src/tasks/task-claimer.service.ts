@@ -98,7 +98,8 @@ export class TaskClaimer
 
   /** Gives back a reservation whose task will not run here (its creation failed, or it was queued). */
   release(taskId: string): void {
-    if (this.reserved.delete(taskId)) this.wake();
+    // The slot is free again: worth a claim only while the queue may hold work.
+    if (this.reserved.delete(taskId) && this.backlog) this.wake();
   }
 
   /** Whether a new task would get a slot here right now (a read: reserves nothing). */
@@ -208,12 +209,17 @@ export class TaskClaimer
     return claimed.length;
   }
 
-  /** Claims what a missed notice left, and (re)arms the timer for the earliest delayed task by the database clock. */
+  /** Claims what a missed notice left, and (re)arms the timer for the earliest delayed task. */
   private async safetyPoll(): Promise<void> {
     if (!this.mayRun()) return;
     this.backlog = true;
     this.wake();
-    if (this.slots().free <= 0) return;
+    await this.armFromQueue();
+  }
+
+  /** Arms the timer for the earliest delayed task in the queue, by the database clock. */
+  private async armFromQueue(): Promise<void> {
+    if (!this.mayRun()) return;
     try {
       const depth = await this.queue.depth();
       if (depth.nextDelayedInMs !== null) this.armTimer(depth.nextDelayedInMs);
@@ -233,6 +239,9 @@ export class TaskClaimer
         this.timer = undefined;
         this.backlog = true;
         this.wake();
+        // The one timer was the earliest; the next delayed task (whose own notice may have been replaced by
+        // an earlier one) is found in the queue, by the database clock.
+        void this.armFromQueue();
       },
       Math.max(0, Math.ceil(inMs)),
     );

@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
+import type { PreparedStatement } from '../database/prepared-query.js';
 import { TaskChangePublisher } from './task-change-publisher.js';
 import { bySession, NOW_MS, rowToSnapshot, SNAPSHOT_COLUMNS, toNumber, type Row } from './task-sql.js';
 import { TaskTransactions } from './task-transactions.js';
@@ -36,7 +37,9 @@ const RUNNING_MESSAGE = `CASE WHEN t.attempt > 1 THEN 'Running attempt ' || t.at
  * claimers on any number of instances never take the same row and never wait for one another's rows. A row
  * past created + ttl is left for lazy expiry and the janitor, which fail it as expired.
  */
-const CLAIM_SQL = `WITH picked AS MATERIALIZED (
+const CLAIM: PreparedStatement = {
+  name: 'mcp_task_claim',
+  text: `WITH picked AS MATERIALIZED (
     SELECT id AS picked_id, available_at AS was_available_at FROM task
      WHERE status = 'working' AND instance_id IS NULL AND available_at <= now() AND expires_at > now()
      ORDER BY available_at LIMIT $2 FOR UPDATE SKIP LOCKED)
@@ -46,7 +49,8 @@ const CLAIM_SQL = `WITH picked AS MATERIALIZED (
     FROM picked WHERE t.id = picked.picked_id
   RETURNING ${SNAPSHOT_COLUMNS}, t.checkpoint, t.principal,
             greatest(0, extract(epoch FROM (now() - picked.was_available_at)) * 1000)::float8 AS waited_ms,
-            pg_current_xact_id()::text AS xact`;
+            pg_current_xact_id()::text AS xact`,
+};
 
 /**
  * The queue every instance claims from (TaskClaimer): the claim and the queue's depth. Queued rows are
@@ -71,7 +75,8 @@ export class TaskQueueRepository {
   async claim(instanceId: string, n: number, leaseMs: number): Promise<ClaimedTask[]> {
     if (n <= 0) return [];
     return this.transactions.knownTx(async (m) => {
-      const rows = await m.query<Row>(CLAIM_SQL, [instanceId, Math.floor(n), Math.floor(leaseMs)]);
+      // Sent with BEGIN in one round trip (first): a claim is two round trips with its COMMIT.
+      const rows = await m.first<Row>(CLAIM, [instanceId, Math.floor(n), Math.floor(leaseMs)]);
       if (rows.length === 0) return [];
       this.transactions.noteXact(m, rows[0].xact as string);
       const claimed = rows.map((r) => ({
