@@ -6,6 +6,7 @@ import { AdvisoryLockKey } from '../database/advisory-locks.js';
 import { InstancesService } from '../instances/instances.service.js';
 import type { TaskChange } from '../tasks/task.types.js';
 import { TasksService, type CreateTaskInput } from '../tasks/tasks.service.js';
+import { TaskClaimer } from '../tasks/task-claimer.service.js';
 import { JanitorService } from './janitor.service.js';
 
 const ENV = {
@@ -221,6 +222,9 @@ describe('tasks across two instances, leases and the janitor', () => {
   it('shutting an instance down fails its running tasks honestly instead of leaving them working', async () => {
     const execC = new ControlledExecutor();
     const c = await createTestApp(db.url, ENV, [], { taskWork: execC });
+    // Its first claim of the queue holds its slots while in flight: a task created meanwhile would be queued
+    // (and run by A or B). This test is about the shutdown of a run here.
+    await waitFor(() => c.get(TaskClaimer).slots().free > 0);
     const t = await c.get(TasksService).createAndStart(input('d-owner'));
     const run = await execC.run(t.id);
     await c.close();

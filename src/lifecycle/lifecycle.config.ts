@@ -3,7 +3,10 @@ import { Env, IntEnv } from '../config/env.decorators.js';
 
 @ConfigSection<LifecycleConfig>({ module: 'lifecycle', summary: 'Draining and shutdown on SIGTERM.' })
 export class LifecycleConfig {
-  @Env('on SIGTERM, after the drain delay, how long in-flight requests and running tasks may finish')
+  @Env(
+    'on SIGTERM, after the drain delay, how long in-flight requests and running tasks may finish (tasks of ' +
+      'resumable tools do not wait: they are handed over to the queue at the signal)',
+  )
   @IntEnv(0, 600000)
   SHUTDOWN_GRACE_MS = 10000;
 

@@ -19,6 +19,20 @@ describe('LifecycleService', () => {
     expect(Date.now() - t0).toBeGreaterThanOrEqual(45);
   });
 
+  it('tells announcement listeners once, at the announcement (before the drain) or at once when late', () => {
+    const l = new LifecycleService();
+    const heard: string[] = [];
+    l.onDrainAnnounced(() => heard.push('early'));
+    const off = l.onDrainAnnounced(() => heard.push('unsubscribed'));
+    off();
+    l.announceDrain();
+    expect(l.draining).toBe(false);
+    l.announceDrain();
+    l.beginDrain();
+    l.onDrainAnnounced(() => heard.push('late'));
+    expect(heard).toEqual(['early', 'late']);
+  });
+
   it('tells drain listeners once, including late subscribers', () => {
     const l = new LifecycleService();
     let early = 0;

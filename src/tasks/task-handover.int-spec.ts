@@ -111,6 +111,35 @@ describe('hand-over of resumable runs at shutdown (real PostgreSQL)', () => {
     }
   });
 
+  it('ends a resumable run waiting for legacy input on its stream as a plain run (it cannot move)', async () => {
+    const exec = new ControlledExecutor();
+    const app = await createTestApp(db.url, ENV, [], { taskWork: exec });
+    let closed = false;
+    try {
+      const waiting = await startOn(app, { resumable: true, maxAttempts: 3 });
+      const run = await exec.run(waiting.id);
+      expect(await run.ctx.setStatus('input_required', 'waiting for the answer on this stream')).toBe(true);
+      app.get(LifecycleService).announceDrain();
+      await sleep(500);
+      // Refused (not a working task): the run goes on, as a plain one would through the grace.
+      expect(run.ctx.signal.aborted).toBe(false);
+      expect(await row(waiting.id)).toMatchObject({
+        status: 'input_required',
+        instance_id: app.get(InstancesService).instanceId,
+        attempt: 1,
+      });
+      await app.close();
+      closed = true;
+      expect(run.ctx.signal.aborted).toBe(true);
+      expect(await row(waiting.id)).toMatchObject({
+        status: 'failed',
+        error: { code: -32603, message: 'server shutting down' },
+      });
+    } finally {
+      if (!closed) await app.close();
+    }
+  });
+
   it('leaves a run whose hand-over cannot be written to the rescue, never failing it', async () => {
     const exec = new ControlledExecutor();
     const app = await createTestApp(db.url, ENV, [], { taskWork: exec });

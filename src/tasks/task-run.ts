@@ -11,7 +11,10 @@ export interface RunningTask {
   ownerId: string;
   toolName: string;
   createdAt: Date;
-  /** The tool declared the work resumable: at shutdown the run is handed over to the queue, not failed. */
+  /**
+   * The tool declared the work resumable: at shutdown the run is handed over to the queue, not failed
+   * (cleared when the hand-over is refused: the run then ends as a plain one).
+   */
   resumable: boolean;
   controller: AbortController;
   /** Progress → statusMessage, at most one write per TASK_PROGRESS_WRITE_MS. */

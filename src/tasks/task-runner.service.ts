@@ -282,7 +282,8 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     }
     const left = staying();
     const plain = left.filter((r) => !r.resumable);
-    const unreleased = left.filter((r) => r.resumable);
+    // A run that has returned is writing its outcome: it is left to finish that.
+    const unreleased = left.filter((r) => r.resumable && !r.settled);
     if (plain.length > 0) this.logger.warn(`failing ${plain.length} running task(s): server shutting down`);
     if (unreleased.length > 0) {
       this.logger.warn(
@@ -322,9 +323,9 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
    * Gives the run's task back to the queue as its next attempt, claimable at once and not counted as a
    * failure, then aborts the run: in this order, so that the fence has moved before the handler can answer,
    * and its late outcome is refused. A run that returned meanwhile keeps its outcome (the requeue finds the
-   * task no longer working, or the outcome write finds it no longer the run's and is dropped); a run whose
-   * task is no longer its own is aborted as it would be by the bus. A write that fails leaves the run
-   * running: the shutdown tries again, and past that the lease lapses (the janitor's rescue).
+   * task no longer working, or the outcome write finds it no longer the run's and is dropped); a refused
+   * requeue leaves the run to end as a plain one. A write that fails leaves the run running: the shutdown
+   * tries again, and past that the lease lapses (the janitor's rescue).
    */
   private handOver(entry: RunningTask): Promise<void> {
     if (entry.handedOver || entry.settled) return Promise.resolve();
@@ -349,7 +350,10 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
         entry.span.addEvent('task.handed_over', { 'mcp.task.attempt': entry.attempt });
         this.abortRun(entry, 'handed over at shutdown');
       } else {
-        this.abortRun(entry, `task no longer held by this run (${r.reason})`);
+        // Not a working task of this run's: waiting for legacy input on this instance's stream (which cannot
+        // move), or no longer its own (then the bus or the lease renewal aborts it). Either way it ends as a
+        // plain run does: the grace, then a fenced "server shutting down".
+        entry.resumable = false;
       }
     } catch (err) {
       this.instances.noteDbError();

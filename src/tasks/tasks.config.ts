@@ -64,7 +64,10 @@ export class TasksConfig {
   @IntEnv(100, 600000)
   TASK_CLAIM_POLL_MS = 2000;
 
-  @Env('lease of a running task, renewed by its instance every third of it; a lapsed lease fails the task')
+  @Env(
+    'lease of a running task, renewed by its instance every third of it; a lapsed lease fails the task ' +
+      '(re-queues a resumable one with attempts left)',
+  )
   @IntEnv(1000, 3600000)
   TASK_LEASE_MS = 30000;
 
