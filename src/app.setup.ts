@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { ServerConfig } from './config/server.config.js';
 import { ProtocolConfig } from './protocol/protocol.config.js';
 import { LifecycleService } from './lifecycle/lifecycle.service.js';
+import { InstancesConfig } from './instances/instances.config.js';
 import { requestContext } from './logging/request-context.js';
 import { MetricsService } from './metrics/metrics.service.js';
 import { mapQuotaError } from './quotas/quota.error-mapper.js';
@@ -68,6 +69,7 @@ export function configureApp(app: INestApplication): void {
   const lifecycle = app.get(LifecycleService);
   const metrics = app.get(MetricsService);
   const quotas = app.get(QuotaService);
+  const instances = app.get(InstancesConfig);
   const access = new Logger('HTTP');
 
   const server = app.getHttpAdapter().getInstance() as express.Express;
@@ -105,6 +107,19 @@ export function configureApp(app: INestApplication): void {
         res.setHeader('Connection', 'close');
         res.setHeader('Retry-After', '5');
         sendEdgeError(req, res, 503, -32000, 'Server is shutting down; retry on another instance');
+        return;
+      }
+      // A worker runs queued task work and serves health and metrics only: every /mcp method (POST, GET,
+      // DELETE) is refused before the body is read, so a balancer that reaches one by mistake gets a
+      // clear, retryable answer and never a result.
+      if (!instances.servesMcp && isMcpPath(req)) {
+        sendEdgeError(
+          req,
+          res,
+          503,
+          -32000,
+          'This instance runs task work only (INSTANCE_ROLE=worker) and serves no MCP requests; use a web instance',
+        );
         return;
       }
       next();

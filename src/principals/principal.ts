@@ -16,6 +16,46 @@ export interface Principal {
   readonly expiresAt?: number;
 }
 
+const PROVIDERS: readonly Principal['provider'][] = ['oidc', 'proxy', 'apikey', 'anonymous'];
+
+/**
+ * The principal as a task keeps it (task.principal), so a run claimed on another instance calls the tool as
+ * the caller that created it: who it is and what it may do, never a credential or its expiry.
+ */
+export function storedPrincipal(p: Principal): Record<string, unknown> {
+  return {
+    id: p.id,
+    provider: p.provider,
+    subject: p.subject,
+    ...(p.issuer === undefined ? {} : { issuer: p.issuer }),
+    ...(p.name === undefined ? {} : { name: p.name }),
+    ...(p.email === undefined ? {} : { email: p.email }),
+    scopes: [...p.scopes],
+    groups: [...p.groups],
+  };
+}
+
+/** A stored principal read back; null when the value is not one (then the caller falls back to the owner id). */
+export function principalFromStored(v: unknown): Principal | null {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return null;
+  const r = v as Record<string, unknown>;
+  const strings = (x: unknown): x is string[] => Array.isArray(x) && x.every((s) => typeof s === 'string');
+  const provider = r.provider as Principal['provider'];
+  if (typeof r.id !== 'string' || typeof r.subject !== 'string' || !PROVIDERS.includes(provider)) return null;
+  if (!strings(r.scopes) || !strings(r.groups)) return null;
+  const optional = (k: string): Record<string, string> => (typeof r[k] === 'string' ? { [k]: r[k] } : {});
+  return {
+    id: r.id,
+    provider,
+    subject: r.subject,
+    ...optional('issuer'),
+    ...optional('name'),
+    ...optional('email'),
+    scopes: r.scopes,
+    groups: r.groups,
+  };
+}
+
 /** The development principal used when no auth provider is configured. */
 export const ANONYMOUS_PRINCIPAL: Principal = Object.freeze({
   id: 'anonymous:dev',

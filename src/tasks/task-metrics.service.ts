@@ -33,6 +33,10 @@ export class TaskMetrics implements OnModuleInit {
   private readonly rescues: Counter<'tool' | 'outcome'>;
   private readonly writeFailures: Counter<'op'>;
   private readonly writeRetries: Counter<'op'>;
+  private readonly runsStarted: Counter<'tool'>;
+  private readonly claims: Counter;
+  private readonly queueWait: Histogram;
+  private readonly registers: MetricsService['registry'][];
 
   constructor(
     metrics: MetricsService,
@@ -43,6 +47,24 @@ export class TaskMetrics implements OnModuleInit {
     @Optional() private readonly tools?: ToolRegistry,
   ) {
     const registers = [metrics.registry];
+    this.registers = registers;
+    this.runsStarted = new Counter({
+      name: 'mcp_task_runs_started_total',
+      help: 'Task runs started on this instance, by tool: first runs (leased at creation, adopted after the inline window, claimed from the queue) and every later run (retry, hand-over, rescue, resume).',
+      labelNames: ['tool'] as const,
+      registers,
+    });
+    this.claims = new Counter({
+      name: 'mcp_task_claims_total',
+      help: 'Queued tasks this instance claimed from the queue.',
+      registers,
+    });
+    this.queueWait = new Histogram({
+      name: 'mcp_task_queue_wait_seconds',
+      help: 'Time a task waited claimable in the queue (available_at to its claim, database clock).',
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15, 60, 300, 900, 3600],
+      registers,
+    });
     this.created = new Counter({
       name: 'mcp_tasks_created_total',
       help: 'Tasks created, by tool and mode (immediate: legacy task handle; escalated: after the inline window).',
@@ -146,6 +168,7 @@ export class TaskMetrics implements OnModuleInit {
         this.duration.zero({ tool, status });
       }
       this.stale.inc({ tool }, 0);
+      this.runsStarted.inc({ tool }, 0);
       for (const outcome of RESCUE_OUTCOMES) this.rescues.inc({ tool, outcome }, 0);
     }
   }
@@ -160,6 +183,56 @@ export class TaskMetrics implements OnModuleInit {
       { tool: task.toolName, status },
       Math.max(0, (Date.now() - task.createdAt.getTime()) / 1000),
     );
+  }
+
+  runStarted(tool: string): void {
+    this.runsStarted.inc({ tool });
+  }
+
+  /** A claim of `n` tasks, each having waited `waitedMs` (database clock) since it became claimable. */
+  claimed(waitedMs: readonly number[]): void {
+    if (waitedMs.length === 0) return;
+    this.claims.inc(waitedMs.length);
+    for (const ms of waitedMs) this.queueWait.observe(Math.max(0, ms) / 1000);
+  }
+
+  /**
+   * The queue's gauges, read at scrape time: its depth from the database (every instance reports the same
+   * true number), and this instance's worker slots from the claimer.
+   */
+  watchQueue(sources: {
+    depth: () => Promise<{ ready: number; delayed: number }>;
+    slots: () => { busy: number; free: number };
+  }): void {
+    const registers = this.registers;
+    const logger = this.logger;
+    new Gauge({
+      name: 'mcp_task_queue_depth',
+      help: 'Queued tasks (working, no instance) in the database, by state: ready (claimable now) or delayed (a retry backoff not over yet).',
+      labelNames: ['state'] as const,
+      registers,
+      async collect() {
+        try {
+          const d = await sources.depth();
+          this.set({ state: 'ready' }, d.ready);
+          this.set({ state: 'delayed' }, d.delayed);
+        } catch (err) {
+          this.reset();
+          logger.warn(`mcp_task_queue_depth: ${errorMessage(err)}`);
+        }
+      },
+    });
+    new Gauge({
+      name: 'mcp_task_worker_slots',
+      help: 'Task run slots of this instance (TASK_WORKER_CONCURRENCY; 0 on INSTANCE_ROLE=web), by state: busy or free.',
+      labelNames: ['state'] as const,
+      registers,
+      collect() {
+        const s = sources.slots();
+        this.set({ state: 'busy' }, s.busy);
+        this.set({ state: 'free' }, s.free);
+      },
+    });
   }
 
   staleWrite(tool: string): void {

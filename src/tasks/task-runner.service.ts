@@ -14,7 +14,12 @@ import { startTaskSpan } from '../telemetry/task-spans.js';
 import { isTerminal, isTaskStatus } from './task-state.js';
 import { TaskMetrics } from './task-metrics.service.js';
 import { ProgressThrottle, progressMessage } from './progress-throttle.js';
-import { type TaskExecutionContext, type TaskOutcome, type TaskSnapshot } from './task.types.js';
+import {
+  type RunStart,
+  type TaskExecutionContext,
+  type TaskOutcome,
+  type TaskSnapshot,
+} from './task.types.js';
 import { TASK_CHANNEL } from './task-change-publisher.js';
 import { TaskWork } from './task-work.js';
 import type { ProgressUpdate } from '../tool-dispatch/tool-context.js';
@@ -47,6 +52,8 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
   private drainStartedAt: number | undefined;
   private offBus: (() => void) | undefined;
   private offResync: (() => void) | undefined;
+  private readonly startedListeners = new Set<(taskId: string) => void>();
+  private readonly settledListeners = new Set<() => void>();
 
   constructor(
     private readonly repo: TaskWorkerRepository,
@@ -78,6 +85,26 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     return this.instances.instanceId;
   }
 
+  /**
+   * Runs of this instance, each holding one of its TASK_WORKER_CONCURRENCY slots (TaskClaimer): started,
+   * claimed or adopted, until their outcome is written (or they are found lost).
+   */
+  get runCount(): number {
+    return this.running.size;
+  }
+
+  /** Calls `listener(taskId)` whenever a run of this instance is registered (it holds a slot from then on). */
+  onRunStarted(listener: (taskId: string) => void): () => void {
+    this.startedListeners.add(listener);
+    return () => this.startedListeners.delete(listener);
+  }
+
+  /** Calls `listener()` whenever a run of this instance gives its slot back. */
+  onRunSettled(listener: () => void): () => void {
+    this.settledListeners.add(listener);
+    return () => this.settledListeners.delete(listener);
+  }
+
   /** Ids of the tasks with a worker on this instance. */
   runningTaskIds(): string[] {
     return [...this.running.keys()];
@@ -88,10 +115,11 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
   }
 
   /**
-   * Runs the executor for a task leased to this instance: a fresh task, or one resumed after its last input
-   * arrived (answers and handler state come from the snapshot).
+   * Runs the executor for a task leased to this instance: a fresh task, one resumed after its last input
+   * arrived (answers and handler state come from the snapshot), or one claimed from the queue (`run`: what
+   * the claim read from its row).
    */
-  start(task: TaskSnapshot): void {
+  start(task: TaskSnapshot, run: RunStart = {}): void {
     const controller = new AbortController();
     const fence = this.fenceOf(task);
     let report: (u: ProgressUpdate) => void = () => undefined;
@@ -100,6 +128,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
       answers: task.inputResponses,
       handlerState: task.handlerState,
       inputRound: task.inputRounds,
+      storedPrincipal: run.principal ?? null,
       setStatus: async (status, statusMessage) => {
         const r = await this.repo.setWorkerStatus(fence, status, statusMessage ?? null);
         if (!r.applied) this.metrics.staleWrite(task.toolName);
@@ -234,6 +263,8 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     }
     this.running.get(task.id)?.controller.abort(new Error('superseded by a newer run'));
     this.running.set(task.id, entry);
+    this.metrics.runStarted(task.toolName);
+    for (const listener of this.startedListeners) listener(task.id);
     entry.done = outcome
       .then(
         (o) => this.recorder.record(entry, { ok: true, outcome: o }),
@@ -245,8 +276,13 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
       .finally(() => {
         entry.span.end();
         if (this.running.get(task.id) === entry) this.running.delete(task.id);
+        this.runSettled();
       });
     return report;
+  }
+
+  private runSettled(): void {
+    for (const listener of this.settledListeners) listener();
   }
 
   private onChange(payload: Record<string, unknown>): void {
@@ -288,6 +324,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
         if (entry.settled) continue; // its write, if still retrying, stops; the fence would refuse it
         this.abortRun(entry, 'task no longer held by this run');
         if (this.running.get(entry.fence.taskId) === entry) this.running.delete(entry.fence.taskId);
+        this.runSettled();
       }
     } catch (err) {
       this.instances.noteDbError();

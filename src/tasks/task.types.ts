@@ -72,6 +72,14 @@ export interface TaskSnapshot {
   readonly redrivenFrom: string | null;
 }
 
+/** What a run starts with beyond its snapshot (a claim brings both from the task's row). */
+export interface RunStart {
+  /** The last progress state a run saved (null or absent: none). */
+  checkpoint?: unknown;
+  /** The owner's principal as stored at creation. */
+  principal?: Readonly<Record<string, unknown>> | null;
+}
+
 /** What the executor reports when a run of the work ends. */
 export type TaskOutcome =
   | { kind: 'completed'; result: Record<string, unknown> }
@@ -96,6 +104,11 @@ export interface TaskExecutionContext {
   readonly handlerState: unknown;
   /** Rounds completed so far: the next park is round `inputRound + 1`. */
   readonly inputRound: number;
+  /**
+   * The owner's principal as the creating request saw it (stored with the task), for a run whose creating
+   * request was not on this instance (claimed from the queue); null when not known to the runner.
+   */
+  readonly storedPrincipal: Readonly<Record<string, unknown>> | null;
   /**
    * Legacy era, input over SSE: the worker stays alive and flips the visible status to input_required
    * while it waits, then back to working. Fenced like every worker write; returns false when the write was

@@ -48,6 +48,22 @@ export class TasksConfig {
   @IntEnv(0, 60000)
   TASK_INLINE_WINDOW_MS = 100;
 
+  @Env(
+    'task runs one instance holds at once (see operations.md, The queue): a task created while they are all ' +
+      'busy waits `working` and queued for any instance with a free slot. A run started by this instance, ' +
+      'claimed from the queue or adopted when a 2026-07-28 call outlasts its inline window holds a slot; a ' +
+      'call still inside its inline window does not',
+  )
+  @IntEnv(1, 100000)
+  TASK_WORKER_CONCURRENCY = 16;
+
+  @Env(
+    'safety poll of the task queue: claimers are woken by the bus (`mcp_task_queued`), a settled local run ' +
+      'and bus reconnects; this only bounds how late a missed notification is noticed',
+  )
+  @IntEnv(100, 600000)
+  TASK_CLAIM_POLL_MS = 2000;
+
   @Env('lease of a running task, renewed by its instance every third of it; a lapsed lease fails the task')
   @IntEnv(1000, 3600000)
   TASK_LEASE_MS = 30000;

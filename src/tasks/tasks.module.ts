@@ -9,6 +9,8 @@ import { TaskOutcomeRecorder } from './task-outcome-recorder.js';
 import { TaskOutcomesRepository } from './task-outcomes.repository.js';
 import { TaskRowWriter } from './task-row-writer.js';
 import { TaskRunnerService } from './task-runner.service.js';
+import { TaskClaimer } from './task-claimer.service.js';
+import { TaskQueueRepository } from './task-queue.repository.js';
 import { TaskTransactions } from './task-transactions.js';
 import { TaskWorkerRepository } from './task-worker.repository.js';
 import { TasksAdminRepository } from './tasks-admin.repository.js';
@@ -35,12 +37,21 @@ const TASK_REPOSITORY_CORE = [TaskTransactions, TaskChangePublisher, TaskRowWrit
     TaskWorkerRepository,
     TaskOutcomesRepository,
     TasksAdminRepository,
+    TaskQueueRepository,
     TaskMetrics,
     TaskOutcomeRecorder,
     TaskRunnerService,
+    TaskClaimer,
     TasksService,
   ],
-  exports: [...TASK_REPOSITORY_CORE, TasksRepository, TaskMetrics, TaskRunnerService, TasksService],
+  exports: [
+    ...TASK_REPOSITORY_CORE,
+    TasksRepository,
+    TaskMetrics,
+    TaskRunnerService,
+    TaskClaimer,
+    TasksService,
+  ],
 })
 export class TasksModule implements OnModuleInit {
   onModuleInit(): void {

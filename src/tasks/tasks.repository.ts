@@ -8,6 +8,8 @@ import { LIVE_SQL, rowToSnapshot, SNAPSHOT_COLUMNS, toNumber, type Row } from '.
 import { isLive } from './task-state.js';
 import { TaskTransactions } from './task-transactions.js';
 import type { TaskSnapshot } from './task.types.js';
+import { QUEUED_MESSAGE } from './task-queue.js';
+import type { SqlTx } from '../database/sql-transaction.js';
 
 /**
  * tasks/get and tasks/result read the owner's task on every call: prepared once per connection, mapped by
@@ -155,13 +157,14 @@ export class TasksRepository {
    * tasks/update: merges answers into a parked task. Keys that are not outstanding (unknown, already
    * answered, from an earlier round) are ignored. While keys remain the task stays input_required; when the
    * last one arrives it goes back to working with a new generation, leased to `instanceId`, which is then
-   * expected to resume the handler. A task that is not parked ignores every answer.
+   * expected to resume the handler, or, with `instanceId` null (no free slot there), queued: claimable at
+   * once by any instance, announced on TASK_QUEUE_CHANNEL. A task that is not parked ignores every answer.
    */
   async mergeInputResponses(
     ownerId: string,
     id: string,
     responses: Record<string, unknown>,
-    resume: { instanceId: string; leaseMs: number },
+    resume: { instanceId: string | null; leaseMs: number },
   ): Promise<MergeResult | null> {
     return this.transactions.knownTx(async (m) => {
       const locked = await this.writer.lock(m, id, ownerId);
@@ -193,6 +196,10 @@ export class TasksRepository {
         );
         return { task, accepted, ignored, resumed: false };
       }
+      if (resume.instanceId === null) {
+        const task = await this.resumeIntoQueue(m, current, inputResponses);
+        return { task, accepted, ignored, resumed: true };
+      }
       const task = await this.writer.transition(
         m,
         current,
@@ -203,5 +210,28 @@ export class TasksRepository {
       );
       return { task, accepted, ignored, resumed: true };
     });
+  }
+
+  /** The resumed task goes back to working with no instance, claimable from now on (see task-queue.ts). */
+  private async resumeIntoQueue(
+    m: SqlTx,
+    current: TaskSnapshot,
+    inputResponses: Record<string, unknown>,
+  ): Promise<TaskSnapshot> {
+    const resumed = await this.writer.transition(
+      m,
+      current,
+      'working',
+      { inputRequests: {}, inputResponses, statusMessage: QUEUED_MESSAGE, instanceId: null },
+      true,
+      { kind: 'clear' },
+    );
+    const [row] = await m.query<Row>(
+      `UPDATE task SET available_at = now() WHERE id = $1 RETURNING ${SNAPSHOT_COLUMNS}`,
+      [resumed.id],
+    );
+    const task = rowToSnapshot(row);
+    await this.publisher.announceQueued(m, task);
+    return task;
   }
 }

@@ -16,6 +16,8 @@ import { TaskCreationRepository } from './task-creation.repository.js';
 import { TasksRepository, type MergeResult, type VersionedTask } from './tasks.repository.js';
 import { QuotasConfig } from '../quotas/quotas.config.js';
 import { TasksConfig } from './tasks.config.js';
+import { TaskClaimer } from './task-claimer.service.js';
+import { QUEUED_MESSAGE } from './task-queue.js';
 
 export interface CreateTaskInput {
   /** The principal id (Principal.id) that will own the task. */
@@ -30,7 +32,19 @@ export interface CreateTaskInput {
   requestedTtlMs?: number | null;
   mode?: CreationMode;
   statusMessage?: string | null;
+  /**
+   * The owner's principal as the creating request saw it (id, provider, subject, scopes, groups: see
+   * storedPrincipal), kept with the task so a run claimed on another instance calls the tool as the same
+   * caller.
+   */
+  principal?: Record<string, unknown> | null;
 }
+
+/**
+ * Where a new task's work runs: `here` leases it to this instance (the caller starts it), `queue` inserts it
+ * queued for whichever instance has a free slot first (TaskClaimer).
+ */
+export type TaskPlacement = 'here' | 'queue';
 
 export interface TaskPage {
   tasks: TaskSnapshot[];
@@ -51,7 +65,12 @@ export type EscalationResult =
   /** The window ran out: the task is committed and the work goes on under the runner. */
   | { kind: 'task'; task: TaskSnapshot }
   /** The caller's request ended (client disconnect) inside the window; the work was aborted. */
-  | { kind: 'aborted' };
+  | { kind: 'aborted' }
+  /**
+   * This instance had no slot for the work (INSTANCE_ROLE=web, or all busy): the task was queued, and a
+   * worker finished it inside the window. Answer from the task as it ended.
+   */
+  | { kind: 'finished'; task: TaskSnapshot };
 
 /**
  * Where the progress of work run by runInlineThenTask goes. Before escalation the caller sends it on the
@@ -126,6 +145,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     private readonly config: TasksConfig,
     private readonly quotasConfig: QuotasConfig,
     private readonly metrics: TaskMetrics,
+    private readonly claimer: TaskClaimer,
   ) {
     this.finished = new FinishedTaskCache(config.FINISHED_TASK_CACHE_MAX, config.FINISHED_TASK_CACHE_BYTES);
   }
@@ -160,17 +180,23 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
   }
 
   /**
-   * Creates a working task leased to this instance and commits it before returning, so a tasks/get right
-   * after (on any instance) finds it. Throws LIMIT_EXCEEDED naming the limit. Does not start any work:
-   * call `runner.start(task)` (or use `createAndStart`).
+   * Creates a working task and commits it before returning, so a tasks/get right after (on any instance)
+   * finds it. Throws LIMIT_EXCEEDED naming the limit. Placed `here` (the default where the role runs task
+   * work) it is leased to this instance and no work starts: call `runner.start(task)`, or use
+   * `createAndStart`, which also decides by the free slots. Placed `queue` (always on INSTANCE_ROLE=web) it
+   * waits, `working` with QUEUED_MESSAGE, for a claimer.
    */
-  async create(input: CreateTaskInput): Promise<TaskSnapshot> {
+  async create(
+    input: CreateTaskInput,
+    opts: { placement?: TaskPlacement; id?: string } = {},
+  ): Promise<TaskSnapshot> {
     if (!input.ownerId || !input.toolName) {
       throw new TaskError(TaskErrorCode.INVALID_ARGUMENT, 'ownerId and toolName are required');
     }
+    const here = (opts.placement ?? (this.claimer.runsWork ? 'here' : 'queue')) === 'here';
     const task = await this.creations.insertWithLimits(
       {
-        id: newTaskId(),
+        id: opts.id ?? newTaskId(),
         ownerId: input.ownerId,
         sessionId: input.sessionId ?? null,
         era: input.era,
@@ -178,9 +204,10 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
         ttlMs: this.grantTtl(input.requestedTtlMs),
         pollIntervalMs: this.config.TASK_POLL_INTERVAL_MS,
         requestParams: input.requestParams ?? {},
-        instanceId: this.instances.instanceId,
+        instanceId: here ? this.instances.instanceId : null,
         leaseMs: this.config.TASK_LEASE_MS,
-        statusMessage: input.statusMessage ?? null,
+        statusMessage: here ? (input.statusMessage ?? null) : QUEUED_MESSAGE,
+        principal: input.principal ?? null,
         // The request's span (tools/call …) becomes the task's trace: later work links back to it.
         traceContext: captureTraceContext(),
       },
@@ -194,10 +221,29 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     return task;
   }
 
-  /** Legacy era: create, commit, start the executor in the background, return the handle. */
-  async createAndStart(input: CreateTaskInput): Promise<TaskSnapshot> {
-    const task = await this.create(input);
-    this.runner.start(task);
+  /**
+   * Legacy era: create, commit, start the executor in the background, return the handle. The task is leased
+   * to this instance when its role runs work and a slot is free (the slot is held from this decision on, so
+   * concurrent creations cannot all take the last one); otherwise it is queued and not started here.
+   * `beforeStart` runs just before a run starts here.
+   */
+  async createAndStart(
+    input: CreateTaskInput,
+    beforeStart?: (task: TaskSnapshot) => void,
+  ): Promise<TaskSnapshot> {
+    const id = newTaskId();
+    const here = this.claimer.tryReserve(id);
+    let task: TaskSnapshot;
+    try {
+      task = await this.create(input, { id, placement: here ? 'here' : 'queue' });
+    } catch (err) {
+      if (here) this.claimer.release(id);
+      throw err;
+    }
+    if (here) {
+      beforeStart?.(task);
+      this.runner.start(task, { principal: input.principal ?? null });
+    }
     return task;
   }
 
@@ -212,6 +258,10 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     work: (signal: AbortSignal, link: EscalationLink) => Promise<TaskOutcome>,
     opts: { windowMs?: number; signal?: AbortSignal } = {},
   ): Promise<EscalationResult> {
+    const windowMs = opts.windowMs ?? this.config.TASK_INLINE_WINDOW_MS;
+    // No slot here (web role, all busy, draining): the work is not run inline at all, since it could not be
+    // kept once the window ran out. It is queued, and answered inline if a worker ends it within the window.
+    if (!this.claimer.hasFreeSlot()) return this.queueAndWait(input, windowMs, opts.signal);
     const controller = new AbortController();
     const link = new EscalationLink();
     const onCallerAbort = (): void => controller.abort(new Error('request closed'));
@@ -219,7 +269,6 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     const running = Promise.resolve().then(() => work(controller.signal, link));
     // Keep a rejection from surfacing as unhandled while it is not awaited yet.
     running.catch(() => undefined);
-    const windowMs = opts.windowMs ?? this.config.TASK_INLINE_WINDOW_MS;
     let timer: NodeJS.Timeout | undefined;
     const first = await Promise.race([
       running.then(
@@ -250,15 +299,39 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     // From here the task lives on independently of the request that started it.
     link.escalated = true;
     opts.signal?.removeEventListener('abort', onCallerAbort);
+    const id = newTaskId();
+    // An inline call holds no slot; once it becomes a task it must. With none free (a burst of calls
+    // escalating together) the inline run is given up and the task queued: it starts again from the top
+    // on the first free slot of any instance, and the bound TASK_WORKER_CONCURRENCY holds.
+    const here = this.claimer.tryReserve(id);
     let task: TaskSnapshot;
     try {
-      task = await this.create({ ...input, mode: 'escalated' });
+      task = await this.create({ ...input, mode: 'escalated' }, { id, placement: here ? 'here' : 'queue' });
     } catch (err) {
+      if (here) this.claimer.release(id);
       controller.abort(new Error('task creation refused'));
       throw err;
     }
+    if (!here) {
+      controller.abort(new Error('no free worker slot: the task was queued'));
+      return { kind: 'task', task };
+    }
     link.attach(this.runner.adopt(task, controller, running));
     return { kind: 'task', task };
+  }
+
+  /** The task queued for a worker; waits up to the window for it to end (see runInlineThenTask). */
+  private async queueAndWait(
+    input: CreateTaskInput,
+    windowMs: number,
+    signal?: AbortSignal,
+  ): Promise<EscalationResult> {
+    const task = await this.create({ ...input, mode: 'escalated' }, { placement: 'queue' });
+    if (windowMs <= 0) return { kind: 'task', task };
+    const waited = await this.waitForTerminal(task.ownerId, task.id, { timeoutMs: windowMs, signal });
+    if (waited.kind === 'terminal') return { kind: 'finished', task: waited.task };
+    if (waited.kind === 'gone') return { kind: 'task', task };
+    return { kind: 'task', task: waited.task };
   }
 
   /**
@@ -325,14 +398,24 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     if (responses === null || typeof responses !== 'object' || Array.isArray(responses)) {
       throw new TaskError(TaskErrorCode.INVALID_ARGUMENT, 'inputResponses must be an object');
     }
-    const r = await this.repo.mergeInputResponses(ownerId, taskId, responses, {
-      instanceId: this.instances.instanceId,
-      leaseMs: this.config.TASK_LEASE_MS,
-    });
+    // Resumed here when a slot is free; otherwise back into the queue, for any instance with one.
+    const here = this.claimer.tryReserve(taskId);
+    let r: MergeResult | null;
+    try {
+      r = await this.repo.mergeInputResponses(ownerId, taskId, responses, {
+        instanceId: here ? this.instances.instanceId : null,
+        leaseMs: this.config.TASK_LEASE_MS,
+      });
+    } catch (err) {
+      if (here) this.claimer.release(taskId);
+      throw err;
+    }
+    const startsHere = here && r?.resumed === true && r.task.instanceId === this.instances.instanceId;
+    if (here && !startsHere) this.claimer.release(taskId);
     if (!r) throw TaskError.notFound();
     linkActiveSpanToTask(r.task);
     if (r.expired) this.expiredHere(r.task);
-    if (r.resumed) {
+    if (startsHere) {
       beforeResume?.(r.task);
       this.runner.start(r.task);
     }

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { loadConfig } from '../../src/app.config.js';
+import { InstancesConfig } from '../../src/instances/instances.config.js';
 import { ServerConfig } from '../../src/config/server.config.js';
 import { ExamplesConfig } from '../../src/tools/examples/examples.config.js';
 import { modernCall, responseOf } from '../support/mcp-http.js';
@@ -56,7 +57,9 @@ describe('docker compose: the services boot with the environment compose gives t
   });
 
   it('every instance service passes the production boot check with that environment', () => {
-    const envs = ['mcp', 'mcp1', 'mcp2', 'mcp3'].map((s) => composeServiceEnv(s, { projectDir: project }));
+    const envs = ['mcp', 'mcp1', 'mcp2', 'mcp3', 'worker'].map((s) =>
+      composeServiceEnv(s, { projectDir: project }),
+    );
     for (const env of envs) {
       const config = loadConfig(env);
       expect(config.get(ServerConfig).isProduction).toBe(true);
@@ -66,6 +69,14 @@ describe('docker compose: the services boot with the environment compose gives t
     expect(new Set(envs.map((e) => e.MRTR_STATE_SECRET)).size).toBe(1);
     expect(envs[0].MRTR_STATE_SECRET).toMatch(/^[0-9a-f]{64}$/);
     expect(envs[1].MCP_RESOURCE_URL).toBe('http://localhost:8080/mcp');
+    // The worker runs task work only; the instances behind nginx keep the default role.
+    expect(envs.map((e) => loadConfig(e).get(InstancesConfig).INSTANCE_ROLE)).toEqual([
+      'all',
+      'all',
+      'all',
+      'all',
+      'worker',
+    ]);
   });
 
   it('the mcp service becomes ready, guards /metrics with the token, and serves no example tool', async () => {

@@ -42,7 +42,22 @@ describe('docker-compose.yml', () => {
 
   it('keeps the default stack (postgres + one instance) and puts the scale-out stack behind a profile', () => {
     expect(Object.keys(services).filter((n) => !services[n].profiles)).toEqual(['postgres', 'mcp']);
-    for (const n of [...scaleInstances, 'lb']) expect(services[n].profiles).toEqual(['scale']);
+    for (const n of [...scaleInstances, 'lb', 'worker']) expect(services[n].profiles).toEqual(['scale']);
+  });
+
+  it('adds a task worker to the scale profile: same image, database and secrets, not behind nginx', () => {
+    const worker = services.worker;
+    expect(worker.environment!.INSTANCE_ROLE).toBe('worker');
+    expect(worker.build).toEqual(services.mcp1.build);
+    expect(worker.env_file).toEqual(['.env']);
+    expect(worker.environment!.DATABASE_URL).toBe(services.mcp1.environment!.DATABASE_URL);
+    for (const n of [...scaleInstances, 'mcp'])
+      expect(services[n].environment!.INSTANCE_ROLE).toBeUndefined();
+    expect(worker.ports).toBeUndefined();
+    expect(Object.keys(services.lb.depends_on ?? {})).not.toContain('worker');
+    const grace = Number(worker.environment!.SHUTDOWN_GRACE_MS ?? defaults.SHUTDOWN_GRACE_MS);
+    expect(seconds(worker.stop_grace_period!)).toBeGreaterThan(grace / 1000);
+    expect(worker.healthcheck).toEqual(services.mcp1.healthcheck);
   });
 
   it('passes only variables the config schema knows', () => {

@@ -7,6 +7,7 @@ import { configKeys, loadConfig } from '../../src/app.config.js';
 import { ServerConfig } from '../../src/config/server.config.js';
 import { DatabaseConfig } from '../../src/database/database.config.js';
 import { HealthConfig } from '../../src/health/health.config.js';
+import { InstancesConfig } from '../../src/instances/instances.config.js';
 import { LifecycleConfig } from '../../src/lifecycle/lifecycle.config.js';
 import { ExamplesConfig } from '../../src/tools/examples/examples.config.js';
 import { HealthController } from '../../src/health/health.controller.js';
@@ -45,7 +46,15 @@ describe('deploy/k8s manifests', () => {
     expect(found).toHaveLength(1);
     return found[0];
   };
-  const deployment = byKind('Deployment');
+  const byName = (kind: string, name: string): Doc => {
+    const found = docs.filter((d) => d.kind === kind && d.metadata.name === name);
+    expect(found).toHaveLength(1);
+    return found[0];
+  };
+  const deployment = byName('Deployment', 'mcp-task-server');
+  const worker = byName('Deployment', 'mcp-task-server-worker');
+  const workerPod = worker.spec.template.spec;
+  const workerContainer = workerPod.containers[0];
   const configMap = byKind('ConfigMap');
   const pod = deployment.spec.template.spec;
   const container = pod.containers[0];
@@ -69,7 +78,15 @@ describe('deploy/k8s manifests', () => {
 
   it('holds a Deployment, Service, PodDisruptionBudget and HorizontalPodAutoscaler that parse', () => {
     expect(docs.map((d) => d.kind).sort()).toEqual(
-      ['ConfigMap', 'Deployment', 'HorizontalPodAutoscaler', 'Job', 'PodDisruptionBudget', 'Service'].sort(),
+      [
+        'ConfigMap',
+        'Deployment',
+        'Deployment',
+        'HorizontalPodAutoscaler',
+        'Job',
+        'PodDisruptionBudget',
+        'Service',
+      ].sort(),
     );
     for (const d of docs) expect(d.metadata.name).toMatch(/^mcp-task-server/);
   });
@@ -176,5 +193,40 @@ describe('deploy/k8s manifests', () => {
     expect(pdb.spec.maxUnavailable).toBeLessThan(hpa.spec.minReplicas);
     expect(hpa.spec.minReplicas).toBeGreaterThanOrEqual(2);
     expect(deployment.spec.strategy.rollingUpdate.maxUnavailable).toBe(0);
+  });
+
+  it('runs task workers: the same image, config and secrets, INSTANCE_ROLE=worker, outside the Service', () => {
+    expect(kustomizedImage(workerContainer.image, kustomization.images)).toBe(
+      kustomizedImage(container.image, kustomization.images),
+    );
+    expect(workerContainer.envFrom).toEqual(container.envFrom);
+    // The one plain value is the role; everything else is the web pods' secrets, by reference.
+    const plain = workerContainer.env.filter((e: Doc) => e.value !== undefined);
+    expect(plain).toEqual([{ name: 'INSTANCE_ROLE', value: 'worker' }]);
+    expect(workerContainer.env.filter((e: Doc) => e.value === undefined)).toEqual(container.env);
+    const workerEnv = k8sContainerEnv(workerContainer, [configMap, exampleSecret]);
+    const workerConfig = loadConfig(workerEnv);
+    expect(workerConfig.get(InstancesConfig).INSTANCE_ROLE).toBe('worker');
+    expect(workerConfig.get(ServerConfig).isProduction).toBe(true);
+    expect(loaded.get(InstancesConfig).INSTANCE_ROLE).toBe('all');
+    // Probed, drained and scraped like the web pods (a worker serves /health and /metrics).
+    for (const probe of ['readinessProbe', 'livenessProbe', 'startupProbe'])
+      expect(workerContainer[probe]).toEqual(container[probe]);
+    expect(workerContainer.lifecycle).toEqual(container.lifecycle);
+    expect(workerPod.terminationGracePeriodSeconds).toBe(pod.terminationGracePeriodSeconds);
+    expect(workerPod.securityContext).toEqual(pod.securityContext);
+    expect(workerContainer.securityContext).toEqual(container.securityContext);
+    expect(worker.spec.template.metadata.annotations).toEqual(deployment.spec.template.metadata.annotations);
+    // Its own labels: neither the Service nor the PDB or HPA of the web pods selects it.
+    const labels = worker.spec.template.metadata.labels;
+    expect(worker.spec.selector.matchLabels).toEqual({
+      'app.kubernetes.io/name': labels['app.kubernetes.io/name'],
+    });
+    const selects = (selector: Record<string, string>): boolean =>
+      Object.entries(selector).every(([k, v]) => labels[k] === v);
+    expect(selects(byKind('Service').spec.selector)).toBe(false);
+    expect(selects(byKind('PodDisruptionBudget').spec.selector.matchLabels)).toBe(false);
+    expect(worker.spec.strategy.rollingUpdate.maxUnavailable).toBe(0);
+    expect(worker.spec.replicas).toBeGreaterThanOrEqual(1);
   });
 });

@@ -45,6 +45,27 @@ describe('dashboards and alerts against the metrics a running server exposes', (
     expect(broken).toEqual([]);
   });
 
+  it('exposes the task queue metrics the alert rules, dashboard and runbook are written against (issue 22)', async () => {
+    const text = (await request(app.getHttpServer()).get('/metrics').expect(200)).text;
+    const type = (name: string): string | undefined =>
+      new RegExp(`^# TYPE ${name} (\\S+)$`, 'm').exec(text)?.[1];
+    expect({
+      depth: type('mcp_task_queue_depth'),
+      wait: type('mcp_task_queue_wait_seconds'),
+      claims: type('mcp_task_claims_total'),
+      started: type('mcp_task_runs_started_total'),
+      slots: type('mcp_task_worker_slots'),
+    }).toEqual({ depth: 'gauge', wait: 'histogram', claims: 'counter', started: 'counter', slots: 'gauge' });
+    // Every label value exists from boot (at 0 where nothing happened yet), so rate() and alerts see it.
+    expect(text).toMatch(/^mcp_task_queue_depth\{state="ready"\} 0$/m);
+    expect(text).toMatch(/^mcp_task_queue_depth\{state="delayed"\} 0$/m);
+    expect(text).toMatch(/^mcp_task_claims_total 0$/m);
+    expect(text).toMatch(/^mcp_task_worker_slots\{state="busy"\} 0$/m);
+    // TASK_WORKER_CONCURRENCY's default: 16 free slots on an idle instance of the default role.
+    expect(text).toMatch(/^mcp_task_worker_slots\{state="free"\} 16$/m);
+    expect(text).toMatch(/^mcp_task_runs_started_total\{tool="[^"]+"\} 0$/m);
+  });
+
   it('counts readiness changes as the probes see them (the flapping alert reads this)', async () => {
     const http = request(app.getHttpServer());
     const sample = async (name: string): Promise<number> => {

@@ -8,7 +8,7 @@ import { McpMethodsService } from '../../protocol/mcp-methods.service.js';
 import { InputRequiredSignal, MrtrInput } from '../../protocol/mrtr-input.js';
 import type { McpRequestContext } from '../../protocol/request-context.js';
 import { META } from '../../protocol/versions.js';
-import type { Principal } from '../../principals/principal.js';
+import { principalFromStored, type Principal } from '../../principals/principal.js';
 import type { ResolvedTool } from '../../tool-dispatch/tool-registry.service.js';
 import { QuotaService } from '../../quotas/quota.service.js';
 import { SessionsService } from '../../sessions/sessions.service.js';
@@ -84,8 +84,12 @@ export class TaskToolRunner extends TaskWork {
     this.principals.delete(task.id);
     this.sessionViews.delete(task.id);
     this.tools.delete(task.id);
-    // Without one (a run rescued or resumed by the registry on its own), the owner's id stands in.
-    return this.run(task, ctx, principal ?? fallbackPrincipal(task.ownerId), session, tool);
+    // Without one (a run claimed from the queue, rescued or resumed elsewhere), the principal stored at
+    // creation; for a task created before principals were stored, the owner's id stands in.
+    const stored = principalFromStored(ctx.storedPrincipal);
+    // A stored principal always names the owner (a guard: the row is the owner's, not a case that occurs).
+    const caller = principal ?? (stored?.id === task.ownerId ? stored : fallbackPrincipal(task.ownerId));
+    return this.run(task, ctx, caller, session, tool);
   }
 
   /** Runs the tool once under a request context of the task's era; maps how it ended to a TaskOutcome. */

@@ -9,7 +9,8 @@ import type { McpRequestContext } from '../../protocol/request-context.js';
 import type { QuotaName } from '../../quotas/quota.errors.js';
 import { QuotaService } from '../../quotas/quota.service.js';
 import { McpProtocolError } from '../../tool-dispatch/tool-context.js';
-import type { TaskOutcome } from '../task.types.js';
+import type { TaskOutcome, TaskSnapshot } from '../task.types.js';
+import { storedPrincipal } from '../../principals/principal.js';
 import { TaskError } from '../tasks.errors.js';
 import { TasksService } from '../tasks.service.js';
 import { TaskRunnerService } from '../task-runner.service.js';
@@ -86,26 +87,30 @@ export class ToolCallEscalation implements OnModuleInit {
           throw ProtocolError.invalidParams('params.task.ttl must be a positive number of milliseconds');
         }
         this.quotas.checkBytes('task_params_bytes', p);
+        // Started here when a slot is free; otherwise queued for the first instance with one.
         const task = await this.counted(() =>
-          this.tasks.create({
-            ownerId: ctx.principal.id,
-            sessionId: ctx.session?.id ?? null,
-            era: 'legacy',
-            toolName: tool.name,
-            requestParams: p,
-            requestedTtlMs: typeof requested === 'number' ? requested : null,
-            mode: 'immediate',
-          }),
+          this.tasks.createAndStart(
+            {
+              ownerId: ctx.principal.id,
+              sessionId: ctx.session?.id ?? null,
+              era: 'legacy',
+              toolName: tool.name,
+              requestParams: p,
+              requestedTtlMs: typeof requested === 'number' ? requested : null,
+              mode: 'immediate',
+              principal: storedPrincipal(ctx.principal),
+            },
+            (created) =>
+              this.toolRunner.rememberPrincipal(
+                created.id,
+                ctx.principal,
+                ctx.session
+                  ? { clientCapabilities: ctx.clientCapabilities, protocolVersion: ctx.protocolVersion }
+                  : undefined,
+                ctx.tool,
+              ),
+          ),
         );
-        this.toolRunner.rememberPrincipal(
-          task.id,
-          ctx.principal,
-          ctx.session
-            ? { clientCapabilities: ctx.clientCapabilities, protocolVersion: ctx.protocolVersion }
-            : undefined,
-          ctx.tool,
-        );
-        this.runner.start(task);
         return { task: legacyTask(task) };
       }
     }
@@ -141,6 +146,7 @@ export class ToolCallEscalation implements OnModuleInit {
           toolName: tool.name,
           requestParams,
           requestedTtlMs: null,
+          principal: storedPrincipal(ctx.principal),
         },
         (signal, link) =>
           this.toolRunner.outcomeOf(() =>
@@ -164,6 +170,8 @@ export class ToolCallEscalation implements OnModuleInit {
         throw ctx.signal.reason instanceof Error ? ctx.signal.reason : new Error('request closed');
       case 'task':
         return modernCreateTaskResult(escalation.task);
+      case 'finished':
+        return this.finishedTask(escalation.task, decision.mode === 'task');
       case 'inline':
         return this.inlineOutcome(
           escalation.outcome,
@@ -173,6 +181,20 @@ export class ToolCallEscalation implements OnModuleInit {
           ctx,
         );
     }
+  }
+
+  /**
+   * A queued task a worker ended inside the window: an optional tool answers with its result (or its
+   * error), exactly as an inline call would; a required tool, or a task that did not complete or fail
+   * (cancelled), answers with the task.
+   */
+  private finishedTask(task: TaskSnapshot, mustBeTask: boolean): Record<string, unknown> {
+    if (mustBeTask) return modernCreateTaskResult(task);
+    if (task.status === 'completed' && task.result) return task.result;
+    if (task.status === 'failed' && task.error) {
+      throw new McpProtocolError(task.error.code, task.error.message, task.error.data);
+    }
+    return modernCreateTaskResult(task);
   }
 
   /**
@@ -191,15 +213,20 @@ export class ToolCallEscalation implements OnModuleInit {
       if (outcome.kind === 'completed') return outcome.result;
       throw new McpProtocolError(outcome.error.code, outcome.error.message, outcome.error.data);
     }
+    // Already finished: it takes no slot, so it is leased here whatever the slots say.
     const task = await this.counted(() =>
-      this.tasks.create({
-        ownerId: ctx.principal.id,
-        era: 'modern',
-        toolName,
-        requestParams,
-        requestedTtlMs: null,
-        mode: 'escalated',
-      }),
+      this.tasks.create(
+        {
+          ownerId: ctx.principal.id,
+          era: 'modern',
+          toolName,
+          requestParams,
+          requestedTtlMs: null,
+          mode: 'escalated',
+          principal: storedPrincipal(ctx.principal),
+        },
+        { placement: 'here' },
+      ),
     );
     this.runner.adopt(task, new AbortController(), Promise.resolve(outcome));
     return modernCreateTaskResult(task);
