@@ -3,6 +3,7 @@
 //   npm run bench:compare                       (builds first; needs TEST_DATABASE_URL or DATABASE_URL)
 //   BENCH_SECONDS=10 BENCH_CLIENTS=32 BENCH_ROUNDS=2 BENCH_ONLY=legacy-inline,tasks-get npm run bench:compare
 //   BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" BENCH_PEERS=false ...   (profile this server alone)
+//   BENCH_SERVER_MAIN=.data/before/dist/src/main.js ...   (another build of this server, for before/after runs)
 //
 // Each scenario runs BENCH_CLIENTS closed-loop clients (each sends its next request when the last one answered)
 // for BENCH_SECONDS after a short warm-up, against this server and against the peer that offers the same thing:
@@ -13,6 +14,11 @@
 //                                                                    vs official SDK 1.x in-memory task store
 //   tasks-get           tasks/get of a finished task                 vs official SDK 1.x in-memory task store
 //   modern-lifecycle    2026-07-28 echo_task_required: tools/call → CreateTaskResult, tasks/get until done (ours only)
+//   durable-lifecycle   a resumable task (echo_task_durable): tools/call with params.task, tasks/get until completed
+//                       (create → claim → complete → read)    vs pg-boss 10 on its own database of the same server:
+//                       POST send → work loop fetch + complete → GET getJobById (bench/peers/pg-boss-server.mjs)
+//                       BENCH_DURABLE_SPLIT=true runs ours as an INSTANCE_ROLE=web instance taking the calls and an
+//                       INSTANCE_ROLE=worker instance claiming the work (CPU of both counted).
 // Rounds alternate which server goes first. Server CPU comes from /proc/<pid>/stat; PostgreSQL CPU is the
 // summed CPU of the backends connected to the scratch database. The table goes to stdout and, with the
 // machine's description, to bench/results/compare-<timestamp>.md. Not run in CI.
@@ -52,6 +58,31 @@ if (!serverUrl) {
 const agent = new http.Agent({ keepAlive: true, maxSockets: CLIENTS * 2 });
 
 const post = (url, body, headers = {}) => postRpc(agent, url, body, headers);
+
+/** GET `url` through the agent; resolves to the JSON body, throws on a non-200 answer. */
+function getJson(url) {
+  return new Promise((resolve, reject) => {
+    http
+      .get(url, { agent }, (res) => {
+        const chunks = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString();
+          if (res.statusCode !== 200) reject(new Error(`GET ${url}: HTTP ${res.statusCode} ${text}`));
+          else resolve(JSON.parse(text));
+        });
+      })
+      .on('error', reject);
+  });
+}
+
+/**
+ * durable-lifecycle: a read that did not find the work done waits this long before the next (both sides). A read
+ * on the instance or process that ran the work waits for its outcome already; one on a web instance (the worker
+ * ran it) cannot, and a client that re-asked at once would measure its own polling, not the queue.
+ */
+const POLL_PAUSE_MS = Number(process.env.BENCH_POLL_PAUSE_MS ?? 5);
+const pause = (ms) => new Promise((r) => setTimeout(r, ms));
 
 let polls = 0; // tasks/get calls made by the lifecycle scenarios, reported per lifecycle
 const legacyCall = (url, sid, method, params) => legacyRpc(agent, url, sid, method, params);
@@ -143,6 +174,41 @@ const SCENARIOS = [
     op: (s) => legacyCall(s.url, s.sid, 'tasks/get', { taskId: s.taskId }),
   },
   {
+    name: 'durable-lifecycle',
+    what: 'resumable task: create, claim, complete, read (tools/call, tasks/get until done)',
+    peer: ['pg-boss'],
+    setup: async (url) => ({ url, sid: await openSession(url) }),
+    op: async (s) => {
+      const created = await legacyCall(s.url, s.sid, 'tools/call', {
+        name: 'echo_task_durable',
+        arguments: { text: 'task' },
+        task: { ttl: 600000 },
+      });
+      const taskId = created.task.taskId;
+      for (let i = 0; ; i++) {
+        const t = await legacyCall(s.url, s.sid, 'tasks/get', { taskId });
+        polls++;
+        if (t.status === 'completed') return;
+        if (t.status !== 'working') throw new Error(`task ended ${t.status}`);
+        if (i > 10000) throw new Error('task never completed');
+        await pause(POLL_PAUSE_MS);
+      }
+    },
+    peerSetup: async (url) => ({ url }),
+    peerOp: async (s, i) => {
+      const sent = await post(s.url, { text: `task ${i}` });
+      if (sent.status !== 200) throw new Error(`send: HTTP ${sent.status} ${JSON.stringify(sent.json)}`);
+      for (let n = 0; ; n++) {
+        const job = await getJson(`${s.url}/${sent.json.id}`);
+        polls++;
+        if (job.state === 'completed') return;
+        if (job.state !== 'created' && job.state !== 'active') throw new Error(`job ended ${job.state}`);
+        if (n > 10000) throw new Error('job never completed');
+        await pause(POLL_PAUSE_MS);
+      }
+    },
+  },
+  {
     name: 'modern-lifecycle',
     what: '2026-07-28 required task: tools/call, tasks/get until done',
     peer: undefined,
@@ -193,6 +259,7 @@ function pgCpuSeconds(database) {
 }
 
 async function stop(server) {
+  for (const other of server.extra ?? []) await stop(other);
   if (server.proc.exitCode !== null) return;
   const gone = new Promise((r) => server.proc.once('exit', r));
   server.proc.kill('SIGTERM');
@@ -200,12 +267,32 @@ async function stop(server) {
   if (server.proc.exitCode === null) server.proc.kill('SIGKILL');
 }
 
-async function startOurs(dbName) {
+const SPLIT = process.env.BENCH_DURABLE_SPLIT === 'true';
+
+/**
+ * This server on `dbName`. For durable-lifecycle with BENCH_DURABLE_SPLIT=true: a web instance (the one the
+ * clients talk to) and a worker instance beside it (`extra`, whose CPU counts too).
+ */
+async function startOurs(dbName, scenario) {
+  if (SPLIT && scenario.name === 'durable-lifecycle') {
+    const worker = await startOne(dbName, { INSTANCE_ROLE: 'worker' }, 'this server (worker)');
+    try {
+      const web = await startOne(dbName, { INSTANCE_ROLE: 'web' }, 'this server (web + worker)');
+      return { ...web, extra: [worker] };
+    } catch (err) {
+      await stop(worker);
+      throw err;
+    }
+  }
+  return startOne(dbName, {}, 'this server');
+}
+
+async function startOne(dbName, roleEnv, label) {
   const u = new URL(serverUrl);
   u.pathname = `/${dbName}`;
   const nodeArgs = process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(' ') : [];
   return spawnServer(
-    [...nodeArgs, join(ROOT, 'dist', 'src', 'main.js')],
+    [...nodeArgs, process.env.BENCH_SERVER_MAIN ?? join(ROOT, 'dist', 'src', 'main.js')],
     {
       PORT: '0',
       DATABASE_URL: u.toString(),
@@ -220,30 +307,53 @@ async function startOurs(dbName) {
       // measure themselves, not the server (the peers have none).
       RATE_LIMIT_PRINCIPAL_RPS: '0',
       RATE_LIMIT_ADDRESS_RPS: '0',
+      // Nor may the bound on runs per instance queue the clients' tasks: the peers run every call at once. (With
+      // the default 16 and 32 clients, half the creations are queued and claimed, and their reads, which can
+      // then not wait for a local outcome, poll again: the lifecycle measured 4-5 tasks/get and a fifth of the
+      // rate.) durable-lifecycle's claim path is measured with BENCH_DURABLE_SPLIT=true.
+      TASK_WORKER_CONCURRENCY: String(Math.max(16, CLIENTS * 2)),
+      ...roleEnv,
       ...(process.env.BENCH_SERVER_ENV
         ? Object.fromEntries(new URLSearchParams(process.env.BENCH_SERVER_ENV))
         : {}),
     },
-    { label: 'this server', cwd: ROOT },
+    { label, cwd: ROOT },
   );
 }
 
-const startPeer = ([kind, mode]) =>
-  kind === 'sdk'
-    ? spawnServer(
-        [join(ROOT, 'bench', 'peers', 'sdk-server.mjs'), mode],
-        {},
-        { label: `SDK ${mode}`, cwd: ROOT },
-      )
-    : spawnServer(
-        [join(ROOT, 'bench', 'peers', 'mcp-nest-server.mjs')],
-        {},
-        { label: '@rekog/mcp-nest', cwd: ROOT },
-      );
+async function startPgBoss(dbName) {
+  const u = new URL(serverUrl);
+  u.pathname = `/${dbName}`;
+  const peer = await spawnServer(
+    [join(ROOT, 'bench', 'peers', 'pg-boss-server.mjs')],
+    {
+      DATABASE_URL: u.toString(),
+      ...(process.env.BENCH_PGBOSS_WORKERS ? { BENCH_PGBOSS_WORKERS: process.env.BENCH_PGBOSS_WORKERS } : {}),
+      ...(process.env.BENCH_PGBOSS_BATCH ? { BENCH_PGBOSS_BATCH: process.env.BENCH_PGBOSS_BATCH } : {}),
+    },
+    { label: 'pg-boss', cwd: ROOT },
+  );
+  return { ...peer, url: `${peer.base}/jobs` };
+}
+
+const startPeer = ([kind, mode], dbName) =>
+  kind === 'pg-boss'
+    ? startPgBoss(dbName)
+    : kind === 'sdk'
+      ? spawnServer(
+          [join(ROOT, 'bench', 'peers', 'sdk-server.mjs'), mode],
+          {},
+          { label: `SDK ${mode}`, cwd: ROOT },
+        )
+      : spawnServer(
+          [join(ROOT, 'bench', 'peers', 'mcp-nest-server.mjs')],
+          {},
+          { label: '@rekog/mcp-nest', cwd: ROOT },
+        );
 
 // ---------- the closed loop ----------
-async function measure(scenario, server, database, op) {
-  const states = await Promise.all(Array.from({ length: CLIENTS }, () => scenario.setup(server.url)));
+async function measure(setup, server, database, op) {
+  const states = await Promise.all(Array.from({ length: CLIENTS }, () => setup(server.url)));
   const latencies = [];
   let errors = 0;
   let firstError;
@@ -266,7 +376,9 @@ async function measure(scenario, server, database, op) {
     }
   });
   await new Promise((r) => setTimeout(r, WARMUP_SECONDS * 1000));
-  const cpu0 = cpuSeconds(server.proc.pid);
+  const procs = [server.proc, ...(server.extra ?? []).map((e) => e.proc)];
+  const serverCpu = () => procs.reduce((sum, p) => sum + cpuSeconds(p.pid), 0);
+  const cpu0 = serverCpu();
   const polls0 = polls;
   const pg0 = pgCpuSeconds(database);
   const t0 = performance.now();
@@ -275,7 +387,7 @@ async function measure(scenario, server, database, op) {
   phase = 'done';
   const elapsed = (performance.now() - t0) / 1000;
   const pollsPerOp = count ? (polls - polls0) / count : 0;
-  const cpu = cpuSeconds(server.proc.pid) - cpu0;
+  const cpu = serverCpu() - cpu0;
   const pgCpu = pgCpuSeconds(database) - pg0;
   await Promise.all(loops);
   if (firstError) console.error(`  ${server.label}: ${errors} errors, first: ${firstError.message}`);
@@ -312,13 +424,18 @@ for (const scenario of SCENARIOS) {
     // Every run gets its own database, so one run's tasks never slow the next one.
     const dbName = `bench_cmp_${randomBytes(4).toString('hex')}`;
     await admin(serverUrl, `CREATE DATABASE "${dbName}"`);
+    // A peer that keeps its state in PostgreSQL (pg-boss) gets a database of its own on the same server.
+    const peerDb = scenario.peer?.[0] === 'pg-boss' ? `${dbName}_peer` : undefined;
+    if (peerDb) await admin(serverUrl, `CREATE DATABASE "${peerDb}"`);
     const order = round % 2 === 0 ? ['ours', 'peer'] : ['peer', 'ours'];
     for (const who of order) {
       if (who === 'peer' && (!scenario.peer || process.env.BENCH_PEERS === 'false')) continue;
-      const server = who === 'ours' ? await startOurs(dbName) : await startPeer(scenario.peer);
+      const server =
+        who === 'ours' ? await startOurs(dbName, scenario) : await startPeer(scenario.peer, peerDb);
       try {
         const op = who === 'peer' && scenario.peerOp ? scenario.peerOp : scenario.op;
-        const r = await measure(scenario, server, who === 'ours' ? dbName : undefined, op);
+        const setup = who === 'peer' && scenario.peerSetup ? scenario.peerSetup : scenario.setup;
+        const r = await measure(setup, server, who === 'ours' ? dbName : peerDb, op);
         (who === 'ours' ? ours : peer).push(r);
         console.log(
           `${scenario.name} round ${round + 1} ${server.label}: ${r.rate.toFixed(0)}/s p50 ${r.p50.toFixed(1)} ms ` +
@@ -330,12 +447,14 @@ for (const scenario of SCENARIOS) {
       }
     }
     await admin(serverUrl, `DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
+    if (peerDb) await admin(serverUrl, `DROP DATABASE IF EXISTS "${peerDb}" WITH (FORCE)`);
   }
   results.push({ scenario, ours: mergeRuns(ours), peer: peer.length ? mergeRuns(peer) : undefined });
 }
 agent.destroy();
 
-const peerName = (p) => (p ? (p[0] === 'sdk' ? `SDK 1.x ${p[1]}` : '@rekog/mcp-nest 2.x') : '—');
+const peerName = (p) =>
+  p ? (p[0] === 'sdk' ? `SDK 1.x ${p[1]}` : p[0] === 'pg-boss' ? 'pg-boss 10' : '@rekog/mcp-nest 2.x') : '—';
 const f0 = (n) => n.toFixed(0);
 const f2 = (n) => (Number.isFinite(n) ? n.toFixed(2) : '—');
 const lines = [
@@ -344,7 +463,11 @@ const lines = [
 ];
 for (const { scenario, ours, peer } of results) {
   const mine = `${ours.rates.map(f0).join(' / ')}, p99 ${f2(ours.p99)} ms, ${f2(ours.cpuMs)} + ${f2(ours.pgCpuMs)}`;
-  const theirs = peer ? `${peer.rates.map(f0).join(' / ')}, p99 ${f2(peer.p99)} ms, ${f2(peer.cpuMs)}` : '—';
+  // A peer on PostgreSQL (pg-boss) has its backends' CPU too.
+  const peerPg = scenario.peer?.[0] === 'pg-boss' ? ` + ${f2(peer?.pgCpuMs ?? NaN)}` : '';
+  const theirs = peer
+    ? `${peer.rates.map(f0).join(' / ')}, p99 ${f2(peer.p99)} ms, ${f2(peer.cpuMs)}${peerPg}`
+    : '—';
   const ratio = peer ? `${(ours.rate / peer.rate).toFixed(2)}×` : '—';
   const errs = ours.errors || peer?.errors ? ` (errors: ${ours.errors}/${peer?.errors ?? 0})` : '';
   lines.push(
@@ -354,7 +477,10 @@ for (const { scenario, ours, peer } of results) {
 const machine =
   `${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, ` +
   `Node ${process.version}, ${CLIENTS} closed-loop clients, ${SECONDS} s windows after ${WARMUP_SECONDS} s warm-up, ` +
-  `${ROUNDS} interleaved rounds`;
+  `${ROUNDS} interleaved rounds` +
+  (SPLIT && SCENARIOS.some((sc) => sc.name === 'durable-lifecycle')
+    ? '; durable-lifecycle: web + worker instances'
+    : '');
 const report = `# bench:compare ${new Date().toISOString()}\n\n${machine}\n\n${lines.join('\n')}\n`;
 console.log(`\n${report}`);
 mkdirSync(join(ROOT, 'bench', 'results'), { recursive: true });

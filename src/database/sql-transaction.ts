@@ -79,6 +79,41 @@ function refusedByServer(err: unknown): boolean {
   return !err.code.startsWith('08') && !err.code.startsWith('57P');
 }
 
+/** A statement's text split at its `$n` placeholders: parts[k] precedes slots[k] (a 0-based value index). */
+interface Placeholders {
+  parts: string[];
+  slots: number[];
+}
+
+/**
+ * Statement texts are constants, a few dozen of them: each is split once, not scanned with a regular
+ * expression on every inlining (which showed in issue 22's lifecycle profile). Bounded all the same, so a
+ * caller that built texts dynamically could not grow it without end.
+ */
+const placeholderCache = new Map<string, Placeholders>();
+const PLACEHOLDER_CACHE_MAX = 256;
+
+function placeholdersOf(text: string): Placeholders {
+  const known = placeholderCache.get(text);
+  if (known) return known;
+  const parts: string[] = [];
+  const slots: number[] = [];
+  const re = /\$(\d+)/g;
+  let last = 0;
+  for (let m = re.exec(text); m !== null; m = re.exec(text)) {
+    parts.push(text.slice(last, m.index));
+    slots.push(Number(m[1]) - 1);
+    last = m.index + m[0].length;
+  }
+  parts.push(text.slice(last));
+  const split = { parts, slots };
+  if (placeholderCache.size < PLACEHOLDER_CACHE_MAX) placeholderCache.set(text, split);
+  return split;
+}
+
+/** Well under PostgreSQL's 1,664 target-list entries. */
+const NOTIFY_PER_STATEMENT = 500;
+
 function integer(n: number, what: string): string {
   if (!Number.isSafeInteger(n)) throw new Error(`${what} must be an integer, got ${n}`);
   return String(n);
@@ -128,11 +163,14 @@ class PooledTx implements SqlTx {
 
   /** `$n` placeholders replaced by literals (constant SQL only: the values never become SQL text). */
   private inline(text: string, values: unknown[]): string {
-    return text.replace(/\$(\d+)/g, (_, n: string) => {
-      const i = Number(n) - 1;
-      if (i < 0 || i >= values.length) throw new Error(`no value for $${n}`);
-      return this.valueLiteral(values[i]);
-    });
+    const { parts, slots } = placeholdersOf(text);
+    let out = parts[0];
+    for (let k = 0; k < slots.length; k++) {
+      const i = slots[k];
+      if (i < 0 || i >= values.length) throw new Error(`no value for $${i + 1}`);
+      out += this.valueLiteral(values[i]) + parts[k + 1];
+    }
+    return out;
   }
 
   private valueLiteral(v: unknown): string {
@@ -162,7 +200,15 @@ class PooledTx implements SqlTx {
   commitText(): string {
     const parts = this.opening === null ? [] : [this.opening];
     parts.push(...this.statements);
-    for (const [c, p] of this.pending) parts.push(`SELECT pg_notify(${this.literal(c)}, ${this.literal(p)})`);
+    // All the NOTIFYs in one SELECT (a few statements at most): a group commit carries one per task, and each
+    // statement of its own was parsed, planned and answered with a row the driver decoded. The target list
+    // is evaluated in order, so they are queued (and delivered) in the order they were asked for.
+    for (let i = 0; i < this.pending.length; i += NOTIFY_PER_STATEMENT) {
+      const calls = this.pending
+        .slice(i, i + NOTIFY_PER_STATEMENT)
+        .map(([c, p]) => `pg_notify(${this.literal(c)}, ${this.literal(p)})`);
+      parts.push(`SELECT ${calls.join(', ')}`);
+    }
     parts.push('COMMIT');
     return parts.join('; ');
   }

@@ -54,6 +54,16 @@ export class TaskClaimer
   private backlog = true;
   /** Bumped by every notice: a short claim clears `backlog` only if no notice came in meanwhile. */
   private notices = 0;
+  /**
+   * Tasks announced claimable now (a due notice each) and not yet claimed here, and whether more may wait
+   * than that (after boot, a resync, a timer, or a poll that found ready work). A claim holds the slots it
+   * asks for during its round trip, and a creation finding none free is queued: a claim asking for every
+   * free slot on each notice queued the creations arriving meanwhile, whose notices asked again, so under
+   * steady load half the tasks went through the queue (issue 22's lifecycle bench). A notice-driven claim
+   * asks for the announced tasks only.
+   */
+  private announced = 0;
+  private unknownBacklog = true;
   private timer: { handle: NodeJS.Timeout; at: number } | undefined;
   private poll: NodeJS.Timeout | undefined;
   private stopped = false;
@@ -117,11 +127,14 @@ export class TaskClaimer
         this.notices++;
         this.backlog = true;
         const inMs = notice.availableAtMs - Date.now();
-        if (inMs <= 0) this.wake();
-        else this.armTimer(inMs);
+        if (inMs <= 0) {
+          this.announced++;
+          this.wake();
+        } else this.armTimer(inMs);
       }),
       this.bus.onResync(() => {
         this.backlog = true;
+        this.unknownBacklog = true;
         this.wake();
       }),
       this.runner.onRunStarted((taskId) => this.reserved.delete(taskId)),
@@ -180,8 +193,19 @@ export class TaskClaimer
         const free = this.slots().free;
         if (free <= 0) break;
         const seen = this.notices;
-        const got = await this.claimInto(free);
-        if (got < free) {
+        const want = this.unknownBacklog ? free : Math.min(free, this.announced);
+        if (want <= 0) {
+          this.backlog = false;
+          break;
+        }
+        this.unknownBacklog = false;
+        const before = this.announced;
+        const got = await this.claimInto(want);
+        // What was announced before the claim is claimed here or, when it came back short, was taken by
+        // another instance (or is no longer claimable); what was announced during it still waits.
+        const during = this.announced - before;
+        this.announced = got < want ? during : Math.max(0, this.announced - got);
+        if (got < want) {
           if (seen === this.notices) this.backlog = false;
           break;
         }
@@ -212,19 +236,35 @@ export class TaskClaimer
   /** Claims what a missed notice left, and (re)arms the timer for the earliest delayed task. */
   private async safetyPoll(): Promise<void> {
     if (!this.mayRun()) return;
-    this.backlog = true;
-    this.wake();
-    await this.armFromQueue();
+    if (this.slots().free <= 0) {
+      // Nothing to claim into; a run giving its slot back claims what waits.
+      this.backlog = true;
+      this.unknownBacklog = true;
+      return;
+    }
+    await this.armFromQueue(true);
   }
 
-  /** Arms the timer for the earliest delayed task in the queue, by the database clock. */
-  private async armFromQueue(): Promise<void> {
+  /**
+   * Reads the queue by the database clock: arms the timer for the earliest delayed task and, with
+   * `claimReady`, claims when something is ready. It reads before it claims: an empty claim would hold every
+   * free slot for its round trip, and queue the creations arriving meanwhile.
+   */
+  private async armFromQueue(claimReady = false): Promise<void> {
     if (!this.mayRun()) return;
     try {
       const depth = await this.queue.depth();
+      if (claimReady && depth.ready > 0) {
+        this.backlog = true;
+        this.unknownBacklog = true;
+        this.wake();
+      }
       if (depth.nextDelayedInMs !== null) this.armTimer(depth.nextDelayedInMs);
     } catch (err) {
       this.logger.debug?.(`queue depth not read: ${errorMessage(err)}`);
+      this.backlog = true;
+      this.unknownBacklog = true;
+      this.wake();
     }
   }
 
@@ -238,6 +278,7 @@ export class TaskClaimer
       () => {
         this.timer = undefined;
         this.backlog = true;
+        this.unknownBacklog = true;
         this.wake();
         // The one timer was the earliest; the next delayed task (whose own notice may have been replaced by
         // an earlier one) is found in the queue, by the database clock.

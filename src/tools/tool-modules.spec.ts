@@ -43,6 +43,7 @@ describe('tool modules', () => {
       ['echo', 'forbidden'],
       ['echo_task', 'optional'],
       ['echo_task_required', 'required'],
+      ['echo_task_durable', 'optional'],
     ]);
   });
 

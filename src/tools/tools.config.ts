@@ -19,7 +19,8 @@ export class ToolsConfig {
   MCP_CONFORMANCE_FIXTURES = false;
 
   @Env(
-    'register the benchmark tools `echo`, `echo_task`, `echo_task_required` (`src/tools/bench`); for `bench/` only',
+    'register the benchmark tools `echo`, `echo_task`, `echo_task_required`, `echo_task_durable` (`src/tools/bench`); ' +
+      'for `bench/` only',
   )
   @BoolEnv()
   MCP_BENCH_TOOLS = false;

@@ -50,6 +50,13 @@ describe('deploy/grafana dashboards', () => {
       'auth failures': 'mcp_auth_failures_total',
       'DB pool': 'mcp_db_pool_connections',
       'SSE streams': 'mcp_sse_streams_active',
+      // Durable work (issue 22).
+      'queue depth': 'mcp_task_queue_depth',
+      'queue wait': 'mcp_task_queue_wait_seconds_bucket',
+      'claims per instance': 'mcp_task_claims_total',
+      'worker slots': 'mcp_task_worker_slots',
+      retries: 'mcp_task_retries_total',
+      'hand-overs': 'mcp_task_handovers_total',
     };
     const missing = Object.entries(wanted).filter(([, m]) => !used.has(m));
     expect(missing).toEqual([]);

@@ -32,6 +32,10 @@ describe('deploy/prometheus alert rules', () => {
       'McpInstanceDown',
       'McpNoInstanceUp',
       'McpMetricsAbsent',
+      // Durable work (issue 22): a queue nobody drains, retry budgets running out, rescues that lose work.
+      'McpTaskQueueBacklogGrowing',
+      'McpTaskRetriesExhaustedRising',
+      'McpTaskRescuesFailing',
     ]) {
       expect(names).toContain(wanted);
     }

@@ -37,6 +37,19 @@ export class BenchToolsService {
   echoTaskRequired(args: EchoInput): string | Promise<string> {
     return answer(args);
   }
+
+  // The durable lifecycle against pg-boss (bench/compare.mjs durable-lifecycle): a resumable task goes
+  // through the queue and its claim where a plain one is leased at creation.
+  @McpTool({
+    name: 'echo_task_durable',
+    description: 'Returns its text argument; may run as a task, resumable (benchmark tool).',
+    input: EchoInput,
+    taskSupport: 'optional',
+    durability: { resumable: true },
+  })
+  echoTaskDurable(args: EchoInput): string | Promise<string> {
+    return answer(args);
+  }
 }
 
 /** The text, at once or after delayMs (a plain timer: the benchmark never cancels these). */
