@@ -132,11 +132,9 @@ export class TaskClaimer
           this.wake();
         } else this.armTimer(inMs);
       }),
-      this.bus.onResync(() => {
-        this.backlog = true;
-        this.unknownBacklog = true;
-        this.wake();
-      }),
+      // Notices may have been missed: look at the queue (a blind claim would hold every free slot for its
+      // round trip and queue the creations arriving meanwhile, even when nothing waits).
+      this.bus.onResync(() => void this.armFromQueue(true)),
       this.runner.onRunStarted((taskId) => this.reserved.delete(taskId)),
       this.runner.onRunSettled(() => {
         if (this.backlog) this.wake();
@@ -149,8 +147,10 @@ export class TaskClaimer
     if (!this.instancesConfig.runsTaskWork) return;
     this.poll = setInterval(() => void this.safetyPoll(), this.config.TASK_CLAIM_POLL_MS);
     this.poll.unref();
-    // Work queued while no worker had room (or none was up) is claimed as soon as this instance is.
-    this.wake();
+    // Work queued while no worker had room (or none was up) is claimed as soon as this instance is up. The
+    // queue is read first: a claim holds the free slots while in flight, and one made blindly at boot would
+    // queue the first creations behind an empty queue.
+    void this.armFromQueue(true);
   }
 
   beforeApplicationShutdown(): void {
@@ -258,6 +258,9 @@ export class TaskClaimer
         this.backlog = true;
         this.unknownBacklog = true;
         this.wake();
+      } else if (claimReady) {
+        // Nothing was ready when read: from here the notices alone say what there is to claim.
+        this.unknownBacklog = false;
       }
       if (depth.nextDelayedInMs !== null) this.armTimer(depth.nextDelayedInMs);
     } catch (err) {
