@@ -1,4 +1,5 @@
 // Shared by the benchmarks: scratch databases on a PostgreSQL server, and percentile summaries.
+import { randomBytes } from 'node:crypto';
 import { spawn } from 'node:child_process';
 import http from 'node:http';
 import pg from 'pg';
@@ -160,4 +161,39 @@ export async function openLegacySession(agent, url, clientName = 'bench') {
   );
   if (ack.status !== 202) throw new Error(`notifications/initialized: HTTP ${ack.status}`);
   return sid;
+}
+
+/** SIGTERM, then SIGKILL after 15 s if it has not exited; resolves at exit (at once if it already has). */
+export function stopServer(server) {
+  if (server.proc.exitCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    server.proc.once('exit', resolve);
+    server.proc.kill('SIGTERM');
+    setTimeout(() => server.proc.kill('SIGKILL'), 15000).unref();
+  });
+}
+
+/**
+ * A scratch database `<prefix>_<random>` on the PostgreSQL server `serverUrl`, with the environment a bench
+ * server runs on it (bench tools on, rate limits off, the per-owner limit out of the way).
+ */
+export async function benchServerDatabase(serverUrl, prefix) {
+  const dbName = `${prefix}_${randomBytes(4).toString('hex')}`;
+  await admin(serverUrl, `CREATE DATABASE "${dbName}"`);
+  const u = new URL(serverUrl);
+  u.pathname = `/${dbName}`;
+  const env = {
+    PORT: '0',
+    DATABASE_URL: u.toString(),
+    MCP_BENCH_TOOLS: 'true',
+    LOG_LEVEL: 'log',
+    RATE_LIMIT_PRINCIPAL_RPS: '0',
+    RATE_LIMIT_ADDRESS_RPS: '0',
+    TASK_MAX_PER_OWNER: '100000',
+  };
+  return {
+    env,
+    drop: () =>
+      admin(serverUrl, `DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`).catch(() => undefined),
+  };
 }

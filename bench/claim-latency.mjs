@@ -14,7 +14,6 @@
 //              COMMIT; K starts the run as that COMMIT returns, in the same turn of its event loop
 // Latency = running − claimable. It includes the notice's delivery to K, K's wake, the claim statement and its
 // commit. The safety poll (TASK_CLAIM_POLL_MS, 2 s) plays no part in a p99 under 100 ms. Target: p99 < 100 ms.
-import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
@@ -22,7 +21,6 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import {
-  admin,
   legacyRpc,
   nextRpcId,
   openLegacySession,
@@ -30,6 +28,8 @@ import {
   postRpc,
   rpcResult,
   spawnServer,
+  stopServer,
+  benchServerDatabase,
 } from './bench-support.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -65,33 +65,14 @@ async function modernCall(url, text) {
   return rpcResult(await postRpc(agent, url, body, headers), 'tools/call');
 }
 
-async function stop(server) {
-  if (server.proc.exitCode !== null) return;
-  await new Promise((resolve) => {
-    server.proc.once('exit', resolve);
-    server.proc.kill('SIGTERM');
-    setTimeout(() => server.proc.kill('SIGKILL'), 15000).unref();
-  });
-}
 
 async function main() {
-  const dbName = `bench_claim_${randomBytes(4).toString('hex')}`;
-  await admin(serverUrl, `CREATE DATABASE "${dbName}"`);
-  const u = new URL(serverUrl);
-  u.pathname = `/${dbName}`;
-  const env = {
-    PORT: '0',
-    DATABASE_URL: u.toString(),
-    MCP_BENCH_TOOLS: 'true',
-    LOG_LEVEL: 'log',
-    RATE_LIMIT_PRINCIPAL_RPS: '0',
-    RATE_LIMIT_ADDRESS_RPS: '0',
-    TASK_MAX_PER_OWNER: '100000',
-  };
+  const scratch = await benchServerDatabase(serverUrl, 'bench_claim');
+  const env = scratch.env;
   const entry = join(ROOT, 'dist', 'src', 'main.js');
   const web = await spawnServer([entry], { ...env, INSTANCE_ROLE: 'web' }, { label: 'web', cwd: ROOT });
   const worker = await spawnServer([entry], { ...env, INSTANCE_ROLE: 'worker' }, { label: 'worker', cwd: ROOT });
-  const listener = new pg.Client({ connectionString: u.toString() });
+  const listener = new pg.Client({ connectionString: env.DATABASE_URL });
   let text;
   try {
     await listener.connect();
@@ -163,8 +144,8 @@ async function main() {
     }
   } finally {
     await listener.end().catch(() => undefined);
-    await Promise.all([stop(web), stop(worker)]);
-    await admin(serverUrl, `DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`).catch(() => undefined);
+    await Promise.all([stopServer(web), stopServer(worker)]);
+    await scratch.drop();
   }
   console.log(text);
   mkdirSync(join(ROOT, 'bench', 'results'), { recursive: true });

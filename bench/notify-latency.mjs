@@ -11,13 +11,12 @@
 // completes it (its start, so the figure includes the write and the commit: an upper bound of commit-to-
 // notification). Client and database share this machine's clock. N tasks per kind (default 400), 8 at a time,
 // with a light background load of tasks/get on both instances so the notification path is not idle.
-import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { admin, pct, spawnServer } from './bench-support.mjs';
+import { benchServerDatabase, pct, spawnServer, stopServer } from './bench-support.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const N = Math.max(10, Number(process.argv[2] ?? 400));
@@ -219,28 +218,10 @@ function backgroundLoad(a, b) {
   };
 }
 
-function stop(server) {
-  return new Promise((resolve) => {
-    server.proc.once('exit', resolve);
-    server.proc.kill('SIGTERM');
-    setTimeout(() => server.proc.kill('SIGKILL'), 15000).unref();
-  });
-}
 
 async function main() {
-  const dbName = `bench_notify_${randomBytes(4).toString('hex')}`;
-  await admin(serverUrl, `CREATE DATABASE "${dbName}"`);
-  const u = new URL(serverUrl);
-  u.pathname = `/${dbName}`;
-  const env = {
-    PORT: '0',
-    DATABASE_URL: u.toString(),
-    MCP_BENCH_TOOLS: 'true',
-    LOG_LEVEL: 'log',
-    RATE_LIMIT_PRINCIPAL_RPS: '0',
-    RATE_LIMIT_ADDRESS_RPS: '0',
-    TASK_MAX_PER_OWNER: '100000',
-  };
+  const scratch = await benchServerDatabase(serverUrl, 'bench_notify');
+  const env = scratch.env;
   const a = await spawnServer([join(ROOT, 'dist', 'src', 'main.js')], env, { label: 'A', cwd: ROOT });
   const b = await spawnServer([join(ROOT, 'dist', 'src', 'main.js')], env, { label: 'B', cwd: ROOT });
   let text;
@@ -265,8 +246,8 @@ async function main() {
       '',
     ].join('\n');
   } finally {
-    await Promise.all([stop(a), stop(b)]);
-    await admin(serverUrl, `DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`).catch(() => undefined);
+    await Promise.all([stopServer(a), stopServer(b)]);
+    await scratch.drop();
   }
   console.log(text);
   mkdirSync(join(ROOT, 'bench', 'results'), { recursive: true });

@@ -76,7 +76,7 @@ describe('Idempotency-Key creations (real PostgreSQL)', () => {
     const refused = settled.filter((s) => s.status === 'rejected');
     expect(settled.filter((s) => s.status === 'fulfilled')).toHaveLength(3);
     for (const r of refused) {
-      expect((r).reason).toMatchObject({ code: TaskErrorCode.LIMIT_EXCEEDED });
+      expect(r.reason).toMatchObject({ code: TaskErrorCode.LIMIT_EXCEEDED });
     }
     const taken = new Set((await rowsOf('o-lim')).map((r) => r.idempotency_key));
     const free = [0, 1, 2, 3, 4, 5].map((i) => `k${i}`).find((k) => !taken.has(k))!;

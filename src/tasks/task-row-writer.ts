@@ -200,20 +200,7 @@ export class TaskRowWriter {
         [...params, error.message, JSON.stringify(error)],
       ),
     );
-    const swept: SweptTask[] = [];
-    rows.sort(bySessionRow);
-    for (const r of rows) {
-      const task = rowToSnapshot(r);
-      await this.publisher.publish(m, task, r.previous_status as TaskStatus);
-      swept.push({
-        id: task.id,
-        toolName: task.toolName,
-        status: task.status,
-        createdAt: task.createdAt,
-        traceContext: task.traceContext,
-      });
-    }
-    return swept;
+    return this.publishSwept(m, rows);
   }
 
   /**
@@ -254,6 +241,14 @@ export class TaskRowWriter {
         ],
       ),
     );
+    return this.publishSwept(m, rows);
+  }
+
+  /**
+   * Publishes rows a bulk write changed (RETURNING t.*, previous_status), in one session order, and announces
+   * the ones it left queued; returns them as swept tasks.
+   */
+  private async publishSwept(m: SqlTx, rows: Row[]): Promise<SweptTask[]> {
     const swept: SweptTask[] = [];
     rows.sort(bySessionRow);
     for (const r of rows) {

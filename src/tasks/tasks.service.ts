@@ -323,15 +323,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     input: KeyedTaskInput,
     beforeStart?: (task: TaskSnapshot) => void,
   ): Promise<{ task: TaskSnapshot; created: boolean }> {
-    const id = newTaskId();
-    const here = this.claimer.tryReserve(id);
-    let r: { task: TaskSnapshot; created: boolean };
-    try {
-      r = await this.createKeyed(input, { id, placement: here ? 'here' : 'queue' });
-    } catch (err) {
-      if (here) this.claimer.release(id);
-      throw err;
-    }
+    const { id, here, value: r } = await this.placed((placement) => this.createKeyed(input, placement));
     if (here && r.created) {
       beforeStart?.(r.task);
       this.runner.start(r.task, { principal: input.principal ?? null });
@@ -354,15 +346,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     opts: { windowMs?: number; signal?: AbortSignal } = {},
   ): Promise<KeyedRunResult> {
     const windowMs = opts.windowMs ?? this.config.TASK_INLINE_WINDOW_MS;
-    const id = newTaskId();
-    const here = this.claimer.tryReserve(id);
-    let r: { task: TaskSnapshot; created: boolean };
-    try {
-      r = await this.createKeyed(input, { id, placement: here ? 'here' : 'queue' });
-    } catch (err) {
-      if (here) this.claimer.release(id);
-      throw err;
-    }
+    const { id, here, value: r } = await this.placed((placement) => this.createKeyed(input, placement));
     if (!r.created) {
       if (here) this.claimer.release(id);
       return { kind: 'repeat', task: r.task };
@@ -420,20 +404,30 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     input: CreateTaskInput,
     beforeStart?: (task: TaskSnapshot) => void,
   ): Promise<TaskSnapshot> {
-    const id = newTaskId();
-    const here = this.claimer.tryReserve(id);
-    let task: TaskSnapshot;
-    try {
-      task = await this.create(input, { id, placement: here ? 'here' : 'queue' });
-    } catch (err) {
-      if (here) this.claimer.release(id);
-      throw err;
-    }
+    const { here, value: task } = await this.placed((placement) => this.create(input, placement));
     if (here) {
       beforeStart?.(task);
       this.runner.start(task, { principal: input.principal ?? null });
     }
     return task;
+  }
+
+  /**
+   * Mints a task id and decides where its task runs: here when this instance runs work and a slot is free
+   * (the slot is reserved from this decision until the run starts, so concurrent creations cannot all take
+   * the last one), otherwise queued. A creation that throws gives the reserved slot back.
+   */
+  private async placed<T>(
+    create: (placement: { id: string; placement: TaskPlacement }) => Promise<T>,
+  ): Promise<{ id: string; here: boolean; value: T }> {
+    const id = newTaskId();
+    const here = this.claimer.tryReserve(id);
+    try {
+      return { id, here, value: await create({ id, placement: here ? 'here' : 'queue' }) };
+    } catch (err) {
+      if (here) this.claimer.release(id);
+      throw err;
+    }
   }
 
   /**
