@@ -1,9 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { responseOf } from '../support/mcp-http.js';
 import type { ServerProcess } from '../support/server-process.js';
-import { LegacyClient, modern } from '../support/tasks-e2e.js';
+import { LegacyClient } from '../support/tasks-e2e.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
-import { chaosEnv, figure, pollUntil, startInstances, stopAll, tail, TERMINAL } from './support/chaos-kit.js';
+import { chaosEnv, figure, pollUntil, startInstances, stopAll, tail } from './support/chaos-kit.js';
+import { DurableTasks } from './support/durable-tasks.js';
 
 const SCENARIO = 'kill -9 of an instance running resumable tasks';
 const LEASE_MS = 3000;
@@ -11,16 +11,6 @@ const TASKS = 6;
 const STEPS = 20;
 const STEP_MS = 250;
 const POLL_MS = 100;
-
-interface Tracked {
-  taskId: string;
-  era: 'legacy' | 'modern';
-  statuses: Set<string>;
-  doneAt?: number;
-  final?: { status: string; result?: { structuredContent?: unknown } };
-}
-
-type StepsResult = { completedSteps: number; attempts: number; resumedFromStep: number };
 
 /** The sum of a counter's series with the given label in a Prometheus text page. */
 function counterSum(page: string, name: string, label: string): number {
@@ -57,48 +47,10 @@ describe('chaos: kill -9 of an instance running resumable tasks', () => {
     const urlS = `${survivor.baseUrl}/mcp`;
     const session = await LegacyClient.open(urlS);
 
-    const tasks: Tracked[] = [];
-    for (let n = 0; n < TASKS; n++) {
-      const args = { steps: STEPS, stepMs: STEP_MS };
-      if (n % 2 === 0) {
-        const t = await session.at(urlV).createTask('durable_steps', args);
-        tasks.push({ taskId: t.taskId, era: 'legacy', statuses: new Set([t.status]) });
-      } else {
-        const r = responseOf(
-          await modern(urlV, 'tools/call', { name: 'durable_steps', arguments: args }),
-        ).result;
-        if (r?.resultType !== 'task') throw new Error(`durable_steps answered inline: ${JSON.stringify(r)}`);
-        tasks.push({ taskId: r.taskId, era: 'modern', statuses: new Set([r.status]) });
-      }
-    }
-    const read = async (t: Tracked): Promise<Tracked['final'] | undefined> => {
-      try {
-        if (t.era === 'legacy') return await session.at(urlS).result('tasks/get', { taskId: t.taskId });
-        return responseOf(await modern(urlS, 'tasks/get', { taskId: t.taskId }))?.result;
-      } catch {
-        return undefined;
-      }
-    };
-    let stopPolling = false;
-    const polling = (async () => {
-      for (let round = 0; round < 1200 && !stopPolling; round++) {
-        await Promise.all(
-          tasks
-            .filter((t) => !t.final)
-            .map(async (t) => {
-              const s = await read(t);
-              if (!s?.status) return;
-              t.statuses.add(s.status);
-              if (TERMINAL.has(s.status)) {
-                t.final = s;
-                t.doneAt = Date.now();
-              }
-            }),
-        );
-        if (tasks.every((t) => t.final)) return;
-        await sleep(POLL_MS);
-      }
-    })();
+    const tracked = new DurableTasks(session, () => urlS);
+    for (let n = 0; n < TASKS; n++) await tracked.create(urlV, n, { steps: STEPS, stepMs: STEP_MS });
+    const { tasks } = tracked;
+    tracked.startPolling(POLL_MS, 1200);
 
     // Some steps done and checkpointed, most still to go.
     await sleep(6 * STEP_MS + 300);
@@ -108,23 +60,14 @@ describe('chaos: kill -9 of an instance running resumable tasks', () => {
 
     const bound = 4 * LEASE_MS + STEPS * STEP_MS * 2; // how long we wait; the assertion below is tighter
     await pollUntil(
-      async () => tasks.every((t) => t.final),
+      async () => tracked.allDone(),
       (done) => done,
       bound,
       200,
     );
-    stopPolling = true;
-    await polling;
+    await tracked.stop();
 
-    const results = await Promise.all(
-      tasks.map(async (t) => {
-        const content =
-          t.era === 'legacy'
-            ? (await session.at(urlS).call('tasks/result', { taskId: t.taskId }))?.result?.structuredContent
-            : t.final?.result?.structuredContent;
-        return content as StepsResult | undefined;
-      }),
-    );
+    const results = await tracked.results(urlS);
     const timings = tasks.map((t, i) => {
       const r = results[i];
       const elapsedMs = t.doneAt !== undefined ? t.doneAt - killedAt : NaN;
@@ -135,7 +78,7 @@ describe('chaos: kill -9 of an instance running resumable tasks', () => {
       (r) => r.text(),
       () => '',
     );
-    const failed = tasks.filter((t) => t.final?.status !== 'completed' || t.statuses.has('failed'));
+    const failed = tracked.failed();
     const rescueMs = timings.map((x) => x.rescueMs);
 
     figure(SCENARIO, 'lease', LEASE_MS, 'ms');

@@ -3,20 +3,13 @@ import { startNginx, type Nginx } from '../support/nginx.js';
 import { startServer, type ServerProcess } from '../support/server-process.js';
 import { PROXY_SECRET } from '../support/tasks-e2e.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
-import { chaosEnv, figure, pollUntil, stopAll, tail } from './support/chaos-kit.js';
+import { chaosEnv, figure, pollUntil, readiness, stopAll, tail } from './support/chaos-kit.js';
 import { describeFailures, EraLoad } from './support/era-load.js';
 import { freePort } from '../support/local-host.js';
 
 const SCENARIO = 'rolling restart behind nginx';
 const INSTANCES = 3;
 const CLIENTS_PER_ERA = 4;
-
-async function readiness(server: ServerProcess): Promise<number> {
-  return fetch(`${server.baseUrl}/health/ready`).then(
-    (r) => r.status,
-    () => 0,
-  );
-}
 
 /**
  * A deploy as an operator runs it behind the shipped nginx config (test/support/nginx.ts renders

@@ -1,10 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort } from '../support/local-host.js';
-import { responseOf } from '../support/mcp-http.js';
 import { startServer, type ServerProcess } from '../support/server-process.js';
-import { LegacyClient, modern } from '../support/tasks-e2e.js';
+import { LegacyClient } from '../support/tasks-e2e.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
-import { chaosEnv, figure, pollUntil, stopAll, tail, TERMINAL } from './support/chaos-kit.js';
+import { chaosEnv, figure, pollUntil, readiness, stopAll, tail } from './support/chaos-kit.js';
+import { DurableTasks } from './support/durable-tasks.js';
 
 const SCENARIO = 'rolling restart of three instances with resumable tasks';
 const INSTANCES = 3;
@@ -13,21 +13,6 @@ const TASKS = 30;
 const STEPS = 30;
 const STEP_MS = 500;
 const DRAIN_DELAY_MS = 1000;
-
-interface Tracked {
-  taskId: string;
-  era: 'legacy' | 'modern';
-  statuses: Set<string>;
-  /** The last tasks/get answer, once terminal (a 2026-07-28 one carries the result). */
-  final?: { status: string; statusMessage?: string; result?: { structuredContent?: unknown } };
-}
-
-async function readiness(server: ServerProcess): Promise<number> {
-  return fetch(`${server.baseUrl}/health/ready`).then(
-    (r) => r.status,
-    () => 0,
-  );
-}
 
 /**
  * Three instances run 30 resumable `durable_steps` tasks of ~15 s (half created in each era, spread over the
@@ -70,55 +55,14 @@ describe('chaos: rolling restart with resumable tasks', () => {
     };
     const session = await LegacyClient.open(url(0));
 
-    const tasks: Tracked[] = [];
+    const tracked = new DurableTasks(session, upUrl);
     for (let n = 0; n < TASKS; n++) {
-      const at = url(n % INSTANCES);
-      if (n % 2 === 0) {
-        const t = await session.at(at).createTask('durable_steps', { steps: STEPS, stepMs: STEP_MS });
-        tasks.push({ taskId: t.taskId, era: 'legacy', statuses: new Set([t.status]) });
-      } else {
-        const r = responseOf(
-          await modern(at, 'tools/call', {
-            name: 'durable_steps',
-            arguments: { steps: STEPS, stepMs: STEP_MS },
-          }),
-        ).result;
-        if (r?.resultType !== 'task') throw new Error(`durable_steps answered inline: ${JSON.stringify(r)}`);
-        tasks.push({ taskId: r.taskId, era: 'modern', statuses: new Set([r.status]) });
-      }
+      await tracked.create(url(n % INSTANCES), n, { steps: STEPS, stepMs: STEP_MS });
     }
+    const { tasks } = tracked;
     const createdAt = Date.now();
-
-    const read = async (t: Tracked): Promise<Tracked['final']> => {
-      try {
-        if (t.era === 'legacy') return await session.at(upUrl()).result('tasks/get', { taskId: t.taskId });
-        return responseOf(await modern(upUrl(), 'tasks/get', { taskId: t.taskId }))?.result;
-      } catch {
-        return undefined; // an instance going away under the request: the next poll asks another
-      }
-    };
-    let pollsFailed = 0;
-    let stopPolling = false;
-    const polling = (async () => {
-      // Bounded by count (about 3 minutes of rounds) and by stopPolling.
-      for (let round = 0; round < 600 && !stopPolling; round++) {
-        await Promise.all(
-          tasks
-            .filter((t) => !t.final)
-            .map(async (t) => {
-              const s = await read(t);
-              if (!s?.status) {
-                pollsFailed++;
-                return;
-              }
-              t.statuses.add(s.status);
-              if (TERMINAL.has(s.status)) t.final = s;
-            }),
-        );
-        if (tasks.every((t) => t.final)) return;
-        await sleep(300);
-      }
-    })();
+    // Bounded by count (about 3 minutes of rounds) and by stop().
+    tracked.startPolling(300, 600);
 
     await sleep(2000);
     const drains: number[] = [];
@@ -145,25 +89,16 @@ describe('chaos: rolling restart with resumable tasks', () => {
     const restartMs = Date.now() - started;
 
     await pollUntil(
-      async () => tasks.every((t) => t.final),
+      async () => tracked.allDone(),
       (done) => done,
       90000,
       500,
     );
     const allDoneMs = Date.now() - createdAt;
-    stopPolling = true;
-    await polling;
+    await tracked.stop();
 
-    const results = await Promise.all(
-      tasks.map(async (t) => {
-        const content =
-          t.era === 'legacy'
-            ? (await session.at(url(0)).call('tasks/result', { taskId: t.taskId }))?.result?.structuredContent
-            : t.final?.result?.structuredContent;
-        return content as { completedSteps: number; attempts: number; resumedFromStep: number } | undefined;
-      }),
-    );
-    const failed = tasks.filter((t) => t.final?.status !== 'completed' || t.statuses.has('failed'));
+    const results = await tracked.results(url(0));
+    const failed = tracked.failed();
     const attempts = results.map((r) => r?.attempts ?? 0);
     const handedOver = attempts.filter((a) => a > 1).length;
 
@@ -176,7 +111,7 @@ describe('chaos: rolling restart with resumable tasks', () => {
     figure(SCENARIO, 'failed tasks', failed.length);
     figure(SCENARIO, 'tasks that ran more than once (handed over)', handedOver);
     figure(SCENARIO, 'most runs of one task', Math.max(...attempts));
-    figure(SCENARIO, 'tasks/get polls that got no answer (instance going away)', pollsFailed);
+    figure(SCENARIO, 'tasks/get polls that got no answer (instance going away)', tracked.pollsFailed);
 
     if (failed.length > 0) {
       throw new Error(

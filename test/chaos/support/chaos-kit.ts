@@ -316,3 +316,11 @@ export async function pollUntil<T>(
   }
   return last;
 }
+
+/** /health/ready's status code, 0 while nothing answers. */
+export async function readiness(server: ServerProcess): Promise<number> {
+  return fetch(`${server.baseUrl}/health/ready`).then(
+    (r) => r.status,
+    () => 0,
+  );
+}
