@@ -6,7 +6,7 @@
 const INFRASTRUCTURE = '^src/(common|config|logging|metrics|database|bus|lifecycle|health|instances)/';
 /** Features: the MCP surface, the registry, tools and their dispatch, identities, quotas, operations. */
 const FEATURES =
-  '^src/(gateway|protocol|tasks|sessions|tool-dispatch|tools|principals|quotas|janitor|telemetry|cli|testing)/';
+  '^src/(gateway|protocol|tasks|sessions|tool-dispatch|tools|principals|quotas|janitor|telemetry|cli|testing|audit|admin)/';
 const SPEC = '\\.(spec|int-spec|e2e-spec)\\.ts$';
 
 module.exports = {

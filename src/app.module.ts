@@ -1,6 +1,7 @@
 import { Module, type DynamicModule, type Type } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
 import { ScheduleModule } from '@nestjs/schedule';
+import { AuditModule } from './audit/audit.module.js';
 import { BusModule } from './bus/bus.module.js';
 import { AllExceptionsFilter } from './common/all-exceptions.filter.js';
 import type { LoadedConfig } from './config/loaded-config.js';
@@ -46,6 +47,7 @@ export class AppModule {
         HealthModule,
         InstancesModule,
         BusModule,
+        AuditModule,
         PrincipalsModule,
         ToolDispatchModule,
         ...(options.toolModules ?? toolModules(config)),

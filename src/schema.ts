@@ -1,4 +1,5 @@
 import type { DatabaseSchema } from './database/typeorm-options.js';
+import { AuditEventRow } from './audit/audit-event.entity.js';
 import { ServiceInstance } from './instances/service-instance.entity.js';
 import { ApiKey } from './principals/api-key.entity.js';
 import { PrincipalRecord } from './principals/principal-record.entity.js';
@@ -19,6 +20,7 @@ import { TaskUsageCounters1765110000000 } from '../migrations/1765110000000-task
 import { TaskUsageBulkInsert1765120000000 } from '../migrations/1765120000000-task-usage-bulk-insert.js';
 import { OutstandingClientRequests1765130000000 } from '../migrations/1765130000000-outstanding-client-requests.js';
 import { DurableExecution1765200000000 } from '../migrations/1765200000000-durable-execution.js';
+import { AuditTrail1765300000000 } from '../migrations/1765300000000-audit-trail.js';
 
 /**
  * The one list of entities and migrations, kept at the composition root: `database/` builds the data source
@@ -35,6 +37,7 @@ export const ENTITIES = [
   PrincipalRecord,
   ApiKey,
   Task,
+  AuditEventRow,
 ];
 export const MIGRATIONS = [
   CreateServiceInstance1764460000000,
@@ -49,6 +52,7 @@ export const MIGRATIONS = [
   TaskUsageBulkInsert1765120000000,
   OutstandingClientRequests1765130000000,
   DurableExecution1765200000000,
+  AuditTrail1765300000000,
 ];
 
 /** The schema as `database/` takes it (see `buildDataSourceOptions`). */

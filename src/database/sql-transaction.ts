@@ -37,6 +37,12 @@ export interface SqlTx extends SqlRunner {
    * row). `$n` placeholders take `values`, inlined as literals as in `first`. If it fails, so does the commit.
    */
   atCommit(sql: string, values?: unknown[]): void;
+  /**
+   * Like atCommit, but the statement's text is built when the COMMIT is sent (in its place among the
+   * atCommit statements): for rows collected while the transaction runs and written in one statement (the
+   * audit trail's). An empty text sends nothing.
+   */
+  atCommitBuilt(build: () => string): void;
   /** A value as a quoted SQL literal (pg's own escaping), for atCommit statements. */
   literal(value: string): string;
 }
@@ -121,7 +127,7 @@ function integer(n: number, what: string): string {
 
 class PooledTx implements SqlTx {
   readonly pending: Array<[string, string]> = [];
-  readonly statements: string[] = [];
+  readonly statements: Array<string | (() => string)> = [];
   /** BEGIN and what goes with it, until it is sent (with the first statement, or on its own). */
   private opening: string | null;
 
@@ -192,6 +198,10 @@ class PooledTx implements SqlTx {
     this.statements.push(values.length === 0 ? sql : this.inline(sql, values));
   }
 
+  atCommitBuilt(build: () => string): void {
+    this.statements.push(build);
+  }
+
   literal(value: string): string {
     return this.client.escapeLiteral(value);
   }
@@ -199,7 +209,10 @@ class PooledTx implements SqlTx {
   /** The closing round trip (simple protocol): the queued statements, the NOTIFYs, then COMMIT. */
   commitText(): string {
     const parts = this.opening === null ? [] : [this.opening];
-    parts.push(...this.statements);
+    for (const statement of this.statements) {
+      const text = typeof statement === 'string' ? statement : statement();
+      if (text !== '') parts.push(text);
+    }
     // All the NOTIFYs in one SELECT (a few statements at most): a group commit carries one per task, and each
     // statement of its own was parsed, planned and answered with a row the driver decoded. The target list
     // is evaluated in order, so they are queued (and delivered) in the order they were asked for.

@@ -1,0 +1,39 @@
+import { trace, context as otelContext, isSpanContextValid } from '@opentelemetry/api';
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { requestContext } from '../logging/request-context.js';
+import type { AuditActor } from './audit.types.js';
+
+/**
+ * Who is acting, for every audit row written while `fn` runs: an operator (CLI, console), the janitor, a
+ * worker running a claimed task. Outside any of these, a row written while serving a request is the
+ * request principal's (actor 'owner'), and anything else is the system's. Kept in an AsyncLocalStorage so
+ * the repositories that write the rows need no extra parameter on every path that changes a task.
+ */
+const actorStore = new AsyncLocalStorage<AuditActor>();
+
+export function asActor<T>(actor: AuditActor, fn: () => T): T {
+  return actorStore.run(actor, fn);
+}
+
+/** The audit context of the code running now. */
+export interface AuditContext {
+  actor: AuditActor;
+  requestId: string | null;
+  traceId: string | null;
+}
+
+export function currentAuditContext(): AuditContext {
+  const request = requestContext.getStore();
+  const explicit = actorStore.getStore();
+  const actor: AuditActor =
+    explicit ??
+    (request?.principalId
+      ? { kind: 'owner', principal: request.principalId }
+      : { kind: 'system', principal: null });
+  const span = trace.getSpan(otelContext.active())?.spanContext();
+  return {
+    actor,
+    requestId: request?.requestId ?? null,
+    traceId: span && isSpanContextValid(span) ? span.traceId : null,
+  };
+}

@@ -1,0 +1,82 @@
+/**
+ * What the audit trail records. Kinds are dotted `subject.event` names; a reader filters on them and a SIEM
+ * maps them. Adding a kind is backwards compatible; renaming one is not (exports and alert rules use them).
+ */
+export const AUDIT_KINDS = [
+  // Tasks (written in the transaction that changes the task row).
+  'task.created', // tool, era, principal, idempotency key (detail.idempotencyKey), argument size and hash
+  'task.status', // a status change not covered by a more specific kind (working -> input_required, ...)
+  'task.completed',
+  'task.failed',
+  'task.cancelled', // actor says by whom: owner, operator or janitor
+  'task.expired', // ttl ran out (janitor) or a lease renewal found it expired
+  'task.attempt', // a run started: claimed by an instance (attempt = the run's number)
+  'task.retry_scheduled', // a failed run re-queued with backoff (detail: error, availableAt)
+  'task.handed_over', // a drain released a resumable run to the queue
+  'task.rescued', // a lapsed lease or dead instance: re-queued (detail.outcome 'requeued') or failed
+  'task.redriven', // `tasks retry` (or the console) created a new task from this one (detail.newTaskId)
+  'task.deleted', // the janitor removed the row after its retention
+  // Sessions.
+  'session.opened',
+  'session.ended', // detail.reason: 'client' (DELETE), 'idle', 'operator', 'credential'
+  // API keys.
+  'api_key.created',
+  'api_key.revoked',
+  // Access.
+  'auth.scope_refused', // a principal lacked a required scope (detail.missing, detail.route)
+  'admin.refused', // a principal without the admin scope reached /admin
+  // Operator actions that are not one of the above (e.g. `principals purge`).
+  'operator.action',
+] as const;
+export type AuditKind = (typeof AUDIT_KINDS)[number];
+
+/** Who caused an event. */
+export const AUDIT_ACTORS = ['owner', 'operator', 'janitor', 'worker', 'system'] as const;
+export type AuditActorKind = (typeof AUDIT_ACTORS)[number];
+
+/** The actor an event is recorded under; `principal` is the operator's id for operator actions. */
+export interface AuditActor {
+  kind: AuditActorKind;
+  principal?: string | null;
+  /** Where the operator acted: 'cli' or 'console' (kept in detail.via). */
+  via?: 'cli' | 'console';
+}
+
+/** One event as a writer hands it to AuditTrail. Unset fields are filled from the audit context. */
+export interface AuditEvent {
+  kind: AuditKind;
+  /** Defaults to the context's actor (see audit-context.ts), else 'system'. */
+  actor?: AuditActorKind;
+  /** Defaults to the context's actor principal, else the request's principal. */
+  principal?: string | null;
+  taskId?: string | null;
+  sessionId?: string | null;
+  tool?: string | null;
+  era?: string | null;
+  status?: string | null;
+  previousStatus?: string | null;
+  attempt?: number | null;
+  /** Defaults to the request's trace id (the active span), if any. */
+  traceId?: string | null;
+  detail?: Record<string, unknown> | null;
+}
+
+/** An audit row as readers (CLI, console, export) see it. */
+export interface AuditRecord {
+  id: string;
+  at: Date;
+  kind: string;
+  actor: AuditActorKind;
+  principal: string | null;
+  taskId: string | null;
+  sessionId: string | null;
+  tool: string | null;
+  era: string | null;
+  status: string | null;
+  previousStatus: string | null;
+  attempt: number | null;
+  instanceId: string | null;
+  traceId: string | null;
+  requestId: string | null;
+  detail: Record<string, unknown> | null;
+}
