@@ -256,6 +256,7 @@ export async function runInstancesCommand(args: string[], s: CliServices, io: Cl
     hostname: r.hostname,
     pid: r.pid,
     version: r.version,
+    role: r.role,
     state: r.stoppedAt ? 'stopped' : now - r.heartbeatAt.getTime() > silentAfterMs ? 'silent' : 'alive',
     startedAt: iso(r.startedAt),
     heartbeatAt: iso(r.heartbeatAt),
@@ -266,8 +267,18 @@ export async function runInstancesCommand(args: string[], s: CliServices, io: Cl
   else
     table(
       io,
-      ['id', 'state', 'hostname', 'pid', 'version', 'started', 'heartbeat', 'live_tasks'],
-      view.map((v) => [v.id, v.state, v.hostname, v.pid, v.version, v.startedAt, v.heartbeatAt, v.liveTasks]),
+      ['id', 'state', 'role', 'hostname', 'pid', 'version', 'started', 'heartbeat', 'live_tasks'],
+      view.map((v) => [
+        v.id,
+        v.state,
+        v.role,
+        v.hostname,
+        v.pid,
+        v.version,
+        v.startedAt,
+        v.heartbeatAt,
+        v.liveTasks,
+      ]),
     );
   return ExitCode.OK;
 }

@@ -459,6 +459,7 @@ describe('admin CLI (real PostgreSQL, beside a running server)', () => {
       expect.objectContaining({
         id: app.get(InstancesService).instanceId,
         state: 'alive',
+        role: 'web', // the server beside this CLI runs with INSTANCE_ROLE=web (see beforeAll)
         liveTasks: Number(live.rows[0].n),
       }),
     ]);

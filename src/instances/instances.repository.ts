@@ -10,7 +10,7 @@ export class InstancesRepository {
   // Every timestamp here is the database's now(): the janitor judges heartbeats against the same clock, so
   // an app host whose clock is off can neither look dead nor keep a dead instance looking alive.
 
-  async register(row: Pick<ServiceInstance, 'id' | 'hostname' | 'pid' | 'version'>): Promise<void> {
+  async register(row: Pick<ServiceInstance, 'id' | 'hostname' | 'pid' | 'version' | 'role'>): Promise<void> {
     await this.repo.insert({
       ...row,
       startedAt: () => 'now()',

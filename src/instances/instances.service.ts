@@ -29,6 +29,7 @@ export class InstancesService implements OnApplicationBootstrap, OnApplicationSh
       hostname: hostname(),
       pid: process.pid,
       version: BUILD_VERSION,
+      role: this.config.INSTANCE_ROLE,
     });
     const timer = setInterval(() => {
       this.repo.heartbeat(this.instanceId).catch((err: unknown) => {

@@ -1,4 +1,5 @@
-import { Column, Entity, Index, PrimaryColumn } from 'typeorm';
+import { Check, Column, Entity, Index, PrimaryColumn } from 'typeorm';
+import type { InstanceRole } from './instances.config.js';
 
 /**
  * One row per running (or once-running) server process. Later modules stamp the instance id on the work
@@ -6,6 +7,7 @@ import { Column, Entity, Index, PrimaryColumn } from 'typeorm';
  */
 @Entity({ name: 'service_instance' })
 @Index('service_instance_heartbeat_idx', ['heartbeatAt'])
+@Check('service_instance_role_check', `"role" IN ('all', 'web', 'worker')`)
 export class ServiceInstance {
   @PrimaryColumn({ type: 'uuid' })
   id: string;
@@ -18,6 +20,10 @@ export class ServiceInstance {
 
   @Column({ type: 'text' })
   version: string;
+
+  /** INSTANCE_ROLE at start: whether it serves /mcp (all, web), runs task work (all, worker), or both. */
+  @Column({ type: 'text', default: 'all' })
+  role: InstanceRole;
 
   @Column({ type: 'timestamptz' })
   startedAt: Date;

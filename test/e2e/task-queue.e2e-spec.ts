@@ -1,7 +1,7 @@
 import { responseOf } from '../support/mcp-http.js';
 import { startServer, stopServer, type ServerProcess } from '../support/server-process.js';
 import { LegacyClient, modern, waitFor } from '../support/tasks-e2e.js';
-import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
+import { createTestDatabase, withClient, type TestDatabase } from '../support/test-database.js';
 
 const QUEUED = 'Queued: waiting for a worker with free capacity';
 
@@ -141,5 +141,10 @@ describe('task queue and instance roles (spawned servers, one database)', () => 
     const ready = await fetch(`${worker.baseUrl}/health/ready`);
     expect(ready.status).toBe(200);
     expect(await ready.json()).toMatchObject({ status: 'ok', role: 'worker' });
+    // Each instance's row says its role, for `instances list` and the console.
+    const roles = await withClient(db.url, (c) =>
+      c.query<{ role: string }>('SELECT role FROM service_instance ORDER BY started_at'),
+    );
+    expect(roles.rows.map((r) => r.role)).toEqual(['web', 'worker']);
   }, 90000);
 });
