@@ -21,7 +21,7 @@ import { TaskUsageBulkInsert1765120000000 } from '../migrations/1765120000000-ta
 import { OutstandingClientRequests1765130000000 } from '../migrations/1765130000000-outstanding-client-requests.js';
 import { DurableExecution1765200000000 } from '../migrations/1765200000000-durable-execution.js';
 import { AuditTrail1765300000000 } from '../migrations/1765300000000-audit-trail.js';
-import { InstanceRoleAndRedriveIndex1765300000003 } from '../migrations/1765300000003-instance-role-and-redrive-index.js';
+import { InstanceRole1765300000003 } from '../migrations/1765300000003-instance-role.js';
 
 /**
  * The one list of entities and migrations, kept at the composition root: `database/` builds the data source
@@ -54,7 +54,7 @@ export const MIGRATIONS = [
   OutstandingClientRequests1765130000000,
   DurableExecution1765200000000,
   AuditTrail1765300000000,
-  InstanceRoleAndRedriveIndex1765300000003,
+  InstanceRole1765300000003,
 ];
 
 /** The schema as `database/` takes it (see `buildDataSourceOptions`). */

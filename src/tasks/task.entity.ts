@@ -12,8 +12,7 @@ import type { InputRequest, TaskEra, TaskErrorPayload } from './task.types.js';
  * - task_status_lease_idx: the janitor's lapsed-lease sweep and the live count by status;
  * - task_expires_idx: the janitor's expiry and deletion sweeps;
  * - task_claim_idx: the claim of queued work (working, no instance) by available_at;
- * - task_owner_idempotency_idx: one task per (owner, Idempotency-Key) while it exists;
- * - task_redriven_from_idx: the tasks `tasks retry` created from a task (partial: redrives only).
+ * - task_owner_idempotency_idx: one task per (owner, Idempotency-Key) while it exists.
  */
 @Entity({ name: 'task' })
 @Index('task_owner_created_idx', ['ownerId', 'createdAt', 'id'])
@@ -25,7 +24,6 @@ import type { InputRequest, TaskEra, TaskErrorPayload } from './task.types.js';
   unique: true,
   where: 'idempotency_key IS NOT NULL',
 })
-@Index('task_redriven_from_idx', ['redrivenFrom'], { where: 'redriven_from IS NOT NULL' })
 @Check('task_status_check', `"status" IN ('working', 'input_required', 'completed', 'failed', 'cancelled')`)
 @Check('task_era_check', `"era" IN ('legacy', 'modern')`)
 export class Task {

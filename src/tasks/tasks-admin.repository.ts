@@ -41,8 +41,8 @@ export class TasksAdminRepository {
   }
 
   /**
-   * The tasks `tasks retry` created from this one (redriven_from, by task_redriven_from_idx), oldest first:
-   * `tasks show` and the console's task page.
+   * The tasks `tasks retry` created from this one (redriven_from), oldest first. Unindexed: an operator's
+   * one-off read, never on a request path.
    */
   async redrivenAs(id: string): Promise<string[]> {
     const rows = await this.dataSource.query<Row[]>(
