@@ -201,7 +201,7 @@ export class TaskCreationRepository {
         }
         const task = rowToSnapshot(rows[0]);
         this.checkLimitsAtCommit(m, t.ownerId, limits);
-        await this.publisher.publish(m, task, null);
+        await this.publisher.publish(m, task, null, { detail: { idempotencyKey: t.idempotencyKey } });
         await this.publisher.announceQueued(m, task);
         return { task, created: true, requestHash: t.requestHash ?? null };
       });

@@ -229,7 +229,7 @@ export class TaskOutcomesRepository {
       if (row) {
         const task = rowToSnapshot(row);
         const previous = row.previous_status as TaskStatus;
-        await this.publisher.publish(m, task, previous);
+        await this.publisher.publish(m, task, previous, { outcomeJson: payload });
         return { applied: true, task, previous, expiry: expiryOf(row, measuredAt) };
       }
       const refused = await this.worker.workerWriteIn(m, fence, to, fields);
@@ -273,8 +273,9 @@ export class TaskOutcomesRepository {
         for (const row of rows.sort(bySessionRow)) {
           const task = rowToSnapshot(row);
           const previous = row.previous_status as TaskStatus;
-          await this.publisher.publish(m, task, previous);
-          answers[firstOfTask.get(task.id)!] = {
+          const i = firstOfTask.get(task.id)!;
+          await this.publisher.publish(m, task, previous, { outcomeJson: entries[i].payload });
+          answers[i] = {
             applied: true,
             task,
             previous,
