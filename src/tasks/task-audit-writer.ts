@@ -1,9 +1,10 @@
 import { Injectable, Optional } from '@nestjs/common';
 import { createHash } from 'node:crypto';
-import { currentAuditContext } from '../audit/audit-context.js';
+import { currentAuditContext, type AuditContext } from '../audit/audit-context.js';
 import { AuditTrail } from '../audit/audit-trail.service.js';
 import type { AuditActorKind, AuditEvent, AuditKind } from '../audit/audit.types.js';
 import type { SqlTx } from '../database/sql-transaction.js';
+import { canonicalJson } from '../protocol/canonical-json.js';
 import { auditedFields } from '../tool-dispatch/tool-audit.js';
 import { NO_AUDIT, type AuditPolicy } from '../tool-dispatch/tool-dispatch.types.js';
 import { ToolRegistry } from '../tool-dispatch/tool-registry.service.js';
@@ -20,8 +21,6 @@ export interface TaskAuditNote {
   /** Overrides the context's actor (a claim is the worker's, whoever woke the claimer). */
   actor?: AuditActorKind;
   detail?: Record<string, unknown>;
-  /** The result (completed) or error (failed) exactly as written, as JSON: hashed as is, not made again. */
-  outcomeJson?: string;
   /** A run of the task starts on this instance with this change (a resume leased here): task.attempt too. */
   runStarts?: boolean;
 }
@@ -38,14 +37,34 @@ export interface DeletedTask {
   createdAt: Date;
 }
 
-function sha256(text: string): string {
-  return createHash('sha256').update(text).digest('hex');
+/**
+ * A value's size and hash as the audit trail keeps them: of its canonical JSON (keys sorted at every level),
+ * so the same arguments or result hash the same whatever order their keys came or were stored in, and
+ * anyone holding the value can check it against the trail.
+ */
+function sizeAndHash(value: unknown): { bytes: number; sha256: string } {
+  const json = canonicalJson(value);
+  return { bytes: Buffer.byteLength(json), sha256: createHash('sha256').update(json).digest('hex') };
 }
 
 /** The trace id of a stored W3C traceparent (`00-<trace id>-<span id>-<flags>`). */
 function traceIdOf(task: TaskSnapshot): string | null {
   const id = task.traceContext?.traceparent.split('-')[1];
   return id && /^[0-9a-f]{32}$/.test(id) ? id : null;
+}
+
+/** The operator's id for an operator's action (asActor), else the owner's. */
+function principalFor(ownerId: string, ctx: AuditContext): string {
+  return ctx.actor.principal ?? ownerId;
+}
+
+/** `detail` with the owner named when the row's principal is someone else (an operator). */
+function withOwner(
+  task: TaskSnapshot,
+  ctx: AuditContext,
+  detail: Record<string, unknown>,
+): Record<string, unknown> {
+  return principalFor(task.ownerId, ctx) === task.ownerId ? detail : { ...detail, owner: task.ownerId };
 }
 
 /**
@@ -107,7 +126,7 @@ export class TaskAuditWriter {
         taskId: task.redrivenFrom,
         status: null,
         attempt: null,
-        detail: this.withOwner(task, { newTaskId: task.id }),
+        detail: withOwner(task, currentAuditContext(), { newTaskId: task.id }),
       });
     }
     // A creation leased to this instance, or a resume leased here, starts a run at once (a claim names it).
@@ -123,10 +142,11 @@ export class TaskAuditWriter {
   /** Records task.deleted for each row the janitor removed, inside the transaction that deleted them. */
   async deleted(m: SqlTx, rows: readonly DeletedTask[]): Promise<void> {
     if (!this.trail.enabled) return;
+    const ctx = currentAuditContext();
     for (const r of rows) {
       await this.trail.record(m, {
         kind: 'task.deleted',
-        principal: this.principalFor(r.ownerId),
+        principal: principalFor(r.ownerId, ctx),
         taskId: r.id,
         sessionId: r.sessionId,
         tool: r.toolName,
@@ -151,7 +171,7 @@ export class TaskAuditWriter {
     return {
       kind,
       actor,
-      principal: this.principalFor(task.ownerId),
+      principal: principalFor(task.ownerId, ctx),
       taskId: task.id,
       sessionId: task.sessionId,
       tool: task.toolName,
@@ -159,51 +179,43 @@ export class TaskAuditWriter {
       status: task.status,
       previousStatus: previous,
       attempt: task.attempt,
-      traceId: ctx.traceId ?? traceIdOf(task),
-      detail: this.detailOf(kind, task, note),
+      // The task's own trace (its runs' spans join it), whatever span a batched write happens to run in.
+      traceId: traceIdOf(task) ?? ctx.traceId,
+      detail: this.detailOf(kind, task, ctx, note),
     };
-  }
-
-  /** The operator's id for an operator's action (asActor), else the owner's. */
-  private principalFor(ownerId: string): string {
-    return currentAuditContext().actor.principal ?? ownerId;
-  }
-
-  private withOwner(task: TaskSnapshot, detail: Record<string, unknown>): Record<string, unknown> {
-    const principal = this.principalFor(task.ownerId);
-    return principal === task.ownerId ? detail : { ...detail, owner: task.ownerId };
   }
 
   private detailOf(
     kind: AuditKind,
     task: TaskSnapshot,
+    ctx: AuditContext,
     note?: TaskAuditNote,
   ): Record<string, unknown> | null {
     const detail: Record<string, unknown> = {};
     if (kind === 'task.created') {
       const args = task.requestParams.arguments;
-      const json = JSON.stringify(args ?? {});
-      detail.argumentBytes = Buffer.byteLength(json);
-      detail.argumentSha256 = sha256(json);
+      const { bytes, sha256 } = sizeAndHash(args ?? {});
+      detail.argumentBytes = bytes;
+      detail.argumentSha256 = sha256;
       const opted = auditedFields(args, this.policyOf(task.toolName).arguments);
       if (opted) detail.arguments = opted;
       detail.queued = task.instanceId === null;
       if (task.redrivenFrom) detail.redrivenFrom = task.redrivenFrom;
     } else if (kind === 'task.completed') {
-      const json = note?.outcomeJson ?? JSON.stringify(task.result);
-      detail.resultBytes = Buffer.byteLength(json);
-      detail.resultSha256 = sha256(json);
+      const { bytes, sha256 } = sizeAndHash(task.result);
+      detail.resultBytes = bytes;
+      detail.resultSha256 = sha256;
       const opted = auditedFields(task.result?.structuredContent, this.policyOf(task.toolName).result);
       if (opted) detail.result = opted;
     } else if (kind === 'task.failed') {
       // An error is a result too: its code, size and hash only (its message may quote the arguments).
-      const json = note?.outcomeJson ?? JSON.stringify(task.error);
+      const { bytes, sha256 } = sizeAndHash(task.error);
       detail.errorCode = task.error?.code ?? null;
-      detail.errorBytes = Buffer.byteLength(json);
-      detail.errorSha256 = sha256(json);
+      detail.errorBytes = bytes;
+      detail.errorSha256 = sha256;
     }
     Object.assign(detail, note?.detail);
-    const full = this.withOwner(task, detail);
+    const full = withOwner(task, ctx, detail);
     return Object.keys(full).length > 0 ? full : null;
   }
 
