@@ -3,7 +3,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { createTestApp } from '../../test/support/test-app.js';
 import { canonicalJson } from '../protocol/canonical-json.js';
 import { ControlledExecutor, metricValue, sleep, waitFor } from '../../test/support/controlled-executor.js';
-import { newTaskRow } from '../../test/support/task-registry.js';
+import { newTaskRow, recordCommitGroups, type CommitGroupRecord } from '../../test/support/task-registry.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
 import { asActor } from '../audit/audit-context.js';
 import { InstancesService } from '../instances/instances.service.js';
@@ -13,6 +13,7 @@ import { LifecycleService } from '../lifecycle/lifecycle.service.js';
 import { requestContext } from '../logging/request-context.js';
 import { McpTool } from '../tool-dispatch/index.js';
 import { TaskCreationRepository } from './task-creation.repository.js';
+import { TaskOutcomesRepository } from './task-outcomes.repository.js';
 import { redriveOf } from './task-redrive.js';
 import { RetryableFailure } from './task-retry.js';
 import { TaskRunnerService } from './task-runner.service.js';
@@ -367,6 +368,39 @@ describe('task audit trail (real PostgreSQL)', () => {
       attempt: 1,
       detail: { createdAt: t.createdAt.toISOString() },
     });
+  });
+
+  it("creations and outcomes committed as a group: each row is its own caller's (principal, request)", async () => {
+    const groups: CommitGroupRecord[] = [];
+    recordCommitGroups(groups, app.get(TaskCreationRepository), app.get(TaskOutcomesRepository));
+    const creations = app.get(TaskCreationRepository);
+    const created = await Promise.all(
+      Array.from({ length: 30 }, (_, i) =>
+        asRequest(`oidc:g${i}`, `req-g${i}`, () =>
+          creations.insertWithLimits({ ...newTaskRow(me, `oidc:g${i}`), toolName: 'audited_tool' }, LIMITS),
+        ),
+      ),
+    );
+    await Promise.all(
+      created.map((t, i) =>
+        asRequest(`oidc:g${i}`, `req-done${i}`, () =>
+          app
+            .get(TaskOutcomesRepository)
+            .completeIfCurrent({ taskId: t.id, generation: t.generation, instanceId: me }, { n: i }),
+        ),
+      ),
+    );
+    // Without groups this test would prove nothing: some creations and some outcomes went together.
+    expect(Math.max(...groups.filter((g) => g.kind === 'create').map((g) => g.size))).toBeGreaterThan(1);
+    expect(Math.max(...groups.filter((g) => g.kind === 'finish').map((g) => g.size))).toBeGreaterThan(1);
+    for (const [i, t] of created.entries()) {
+      const rows = await rowsOf(t.id);
+      expect(rows.map((r) => [r.kind, r.principal, r.request_id])).toEqual([
+        ['task.created', `oidc:g${i}`, `req-g${i}`],
+        ['task.attempt', `oidc:g${i}`, `req-g${i}`],
+        ['task.completed', `oidc:g${i}`, `req-done${i}`],
+      ]);
+    }
   });
 
   it('a change that rolls back leaves no audit row (a creation refused at COMMIT by its limit)', async () => {
