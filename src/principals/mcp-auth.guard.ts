@@ -64,6 +64,8 @@ export class McpAuthGuard implements CanActivate {
     if (missing.length > 0) {
       this.audit.recordSoon({
         kind: 'auth.scope_refused',
+        // The caller, as for a tool's refusal (the request's principal is only set once it is let in).
+        actor: 'owner',
         principal: outcome.principal.id,
         detail: { missing, route: `${req.method} ${req.baseUrl}${req.path}` },
       });
