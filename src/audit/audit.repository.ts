@@ -95,12 +95,13 @@ export class AuditRepository {
     const newest = filter.order === 'newest';
     if (filter.cursor !== undefined) add(newest ? '"id" < ?::bigint' : '"id" > ?::bigint', filter.cursor);
     values.push(Math.max(1, Math.min(filter.limit, AUDIT_PAGE_MAX)));
+    // The ORDER BY names the table's bigint id: a bare "id" would be the text alias, in string order.
     const rows = await this.dataSource.query<AuditRow[]>(
       `SELECT "id"::text AS id, "at", "kind", "actor", "principal", "task_id", "session_id", "tool", "era",
               "status", "previous_status", "attempt", "instance_id", "trace_id", "request_id", "detail"
          FROM "mcp_audit_event"
         ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
-        ORDER BY "id" ${newest ? 'DESC' : 'ASC'}
+        ORDER BY "mcp_audit_event"."id" ${newest ? 'DESC' : 'ASC'}
         LIMIT $${values.length}`,
       values,
     );
