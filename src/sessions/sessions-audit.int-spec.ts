@@ -80,7 +80,7 @@ describe('session audit rows (real PostgreSQL)', () => {
         era: 'legacy',
         instance_id: instanceId,
         request_id: 'req-open',
-        detail: { owner: 'proxy:carol', protocolVersion: '2025-11-25', clientName: 'probe-client' },
+        detail: { protocolVersion: '2025-11-25', clientName: 'probe-client' },
       },
       {
         kind: 'session.ended',
@@ -90,7 +90,7 @@ describe('session audit rows (real PostgreSQL)', () => {
         era: 'legacy',
         instance_id: instanceId,
         request_id: 'req-delete',
-        detail: { owner: 'proxy:carol', reason: 'client' },
+        detail: { reason: 'client' },
       },
     ]);
   });
@@ -106,7 +106,7 @@ describe('session audit rows (real PostgreSQL)', () => {
     expect(opened.map((r) => r.request_id)).toEqual(['r0', 'r1', 'r2']);
   });
 
-  it('records each session the idle sweep ends, as the system, with the owner in detail', async () => {
+  it('records each session the idle sweep ends: the system acted, the owner is the principal', async () => {
     const idle = await Promise.all(
       ['a', 'b'].map((n) =>
         asRequest(carol, `open-${n}`, () => sessions.open(carol, '2025-11-25', {}, null)),
@@ -127,12 +127,12 @@ describe('session audit rows (real PostgreSQL)', () => {
         .map((id) => ({
           kind: 'session.ended',
           actor: 'system',
-          principal: null,
+          principal: 'proxy:carol',
           session_id: id,
           era: 'legacy',
           instance_id: instanceId,
           request_id: null,
-          detail: { owner: 'proxy:carol', reason: 'idle' },
+          detail: { reason: 'idle' },
         })),
     );
     expect((await rows(fresh.id)).map((r) => r.kind)).toEqual(['session.opened']);

@@ -1,7 +1,9 @@
 import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
 import { DataSource, type Repository } from 'typeorm';
+import { currentAuditContext } from '../audit/audit-context.js';
 import { AuditTrail } from '../audit/audit-trail.service.js';
+import type { AuditEvent } from '../audit/audit.types.js';
 import { SESSION_CREATION_LOCK_PREFIX } from '../database/advisory-locks.js';
 import { runPrepared, type PreparedStatement } from '../database/prepared-query.js';
 import { inTransaction } from '../database/sql-transaction.js';
@@ -58,6 +60,22 @@ export interface SubscriptionChange {
   outcome: 'added' | 'held' | 'full' | 'gone';
   /** Subscriptions the session holds afterwards. */
   held: number;
+}
+
+/**
+ * A session's end as the audit trail records it. Its principal is whoever ended it when that is someone (the
+ * owner's DELETE, an operator), else the owner (the idle sweep), as for tasks; detail.owner names the owner
+ * when the principal is someone else.
+ */
+function endedEvent(sessionId: string, owner: string, reason: SessionEndReason): AuditEvent {
+  const principal = currentAuditContext().actor.principal ?? owner;
+  return {
+    kind: 'session.ended',
+    principal,
+    sessionId,
+    era: 'legacy',
+    detail: principal === owner ? { reason } : { owner, reason },
+  };
 }
 
 function rowToSession(row: SessionRow): McpSession {
@@ -148,7 +166,6 @@ export class SessionsRepository {
         sessionId: session.id,
         era: 'legacy',
         detail: {
-          owner: session.principalId,
           protocolVersion: session.protocolVersion,
           ...(typeof row.clientInfo?.name === 'string' && { clientName: row.clientInfo.name }),
         },
@@ -213,12 +230,7 @@ export class SessionsRepository {
     return inTransaction(this.dataSource, { lockTimeoutMs: 0 }, async (tx) => {
       const [row] = await tx.first<{ principal_id: string }>(END_ONE, [id, new Date().toISOString()]);
       if (!row) return false;
-      await this.audit.record(tx, {
-        kind: 'session.ended',
-        sessionId: id,
-        era: 'legacy',
-        detail: { owner: row.principal_id, reason },
-      });
+      await this.audit.record(tx, endedEvent(id, row.principal_id, reason));
       return true;
     });
   }
@@ -273,14 +285,7 @@ export class SessionsRepository {
         cutoff.toISOString(),
         new Date().toISOString(),
       ]);
-      for (const row of ended) {
-        await this.audit.record(tx, {
-          kind: 'session.ended',
-          sessionId: row.id,
-          era: 'legacy',
-          detail: { owner: row.principal_id, reason: 'idle' },
-        });
-      }
+      for (const row of ended) await this.audit.record(tx, endedEvent(row.id, row.principal_id, 'idle'));
       return ended.length;
     });
   }

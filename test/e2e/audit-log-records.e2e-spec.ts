@@ -133,7 +133,6 @@ describe('audit rows as OpenTelemetry log records (built server, real OTLP recei
         'mcp.audit.instance_id': row.rows[0].instance_id,
         'mcp.audit.request_id': row.rows[0].request_id,
         'mcp.audit.detail': JSON.stringify({
-          owner: principal,
           protocolVersion: '2025-11-25',
           clientName: 'e2e',
         }),
@@ -144,7 +143,7 @@ describe('audit rows as OpenTelemetry log records (built server, real OTLP recei
     expect(ended.record.traceId).toBe(closeTrace);
     expect(ended.attrs).toMatchObject({
       'mcp.audit.session_id': sessionId,
-      'mcp.audit.detail': JSON.stringify({ owner: principal, reason: 'client' }),
+      'mcp.audit.detail': JSON.stringify({ reason: 'client' }),
     });
   });
 
