@@ -1,12 +1,22 @@
-import { Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
+import { context as otelContext } from '@opentelemetry/api';
 import { Counter } from 'prom-client';
-import { DataSource } from 'typeorm';
+import {
+  DataSource,
+  type EntityManager,
+  type EntitySubscriberInterface,
+  type QueryRunner,
+  type TransactionCommitEvent,
+  type TransactionRollbackEvent,
+} from 'typeorm';
 import type { SqlRunner, SqlTx } from '../database/sql-transaction.js';
 import { InstancesService } from '../instances/instances.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { errorMessage } from '../common/error-message.js';
+import { TelemetryConfig } from '../telemetry/telemetry.config.js';
 import { AuditConfig } from './audit.config.js';
 import { currentAuditContext } from './audit-context.js';
+import { emitAuditLogRecords, type AuditLogRow } from './audit-log-records.js';
 import type { AuditEvent } from './audit.types.js';
 
 /** The columns AuditTrail writes, in the order of its rows' values. */
@@ -25,28 +35,80 @@ const ROW_PLACEHOLDERS = (offset: number): string =>
 
 type RowValues = Array<string | number | null>;
 
+/** Where rows are written from: a server instance, or nothing (the CLI passes `{ instanceId: null }`). */
+export interface AuditOrigin {
+  readonly instanceId: string | null;
+}
+
+/**
+ * Refusals waiting for the one INSERT in flight (recordSoon). Past this many, further refusals are counted
+ * in mcp_audit_dropped_total and not written: a flood of bad requests must not grow memory without end.
+ */
+const SOON_MAX_PENDING = 1000;
+
+/** The log record of a row whose values are `v` (in COLUMNS order), recorded at `atMs` in `context`. */
+function logRowOf(v: RowValues, atMs: number, context: AuditLogRow['context']): AuditLogRow {
+  const text = (i: number): string | null => v[i] as string | null;
+  return {
+    kind: v[0] as string,
+    actor: v[1] as string,
+    principal: text(2),
+    taskId: text(3),
+    sessionId: text(4),
+    tool: text(5),
+    era: text(6),
+    status: text(7),
+    previousStatus: text(8),
+    attempt: v[9] as number | null,
+    instanceId: text(10),
+    traceId: text(11),
+    requestId: text(12),
+    detail: text(13),
+    atMs,
+    context,
+  };
+}
+
 /**
  * Writes the audit trail. `record` puts an event into the transaction that makes the change it records, so
  * the row commits with the change or not at all: in a task transaction (SqlTx) the rows of the whole
  * transaction go out as one INSERT in the COMMIT's round trip (no extra round trip on the hot path); on a
  * TypeORM manager it is one INSERT there and then. `recordAlone` is for events that change nothing (a
  * refused scope): its own statement, and a failure is logged and counted, never thrown at the caller.
- * With AUDIT_ENABLED=false both do nothing.
+ * `recordSoon` is recordAlone for events a caller can trigger in bulk (a refused scope): not awaited, and
+ * at most one INSERT in flight, carrying every refusal that arrived meanwhile (see SOON_MAX_PENDING).
+ * With AUDIT_ENABLED=false all three do nothing.
+ *
+ * When tracing is on, each row is also emitted as an OpenTelemetry log record, once it committed: after
+ * the SqlTx's COMMIT, after the TypeORM transaction's commit (a subscriber on the data source), or right
+ * after the INSERT outside a transaction.
  */
 @Injectable()
-export class AuditTrail {
+export class AuditTrail implements OnApplicationShutdown {
   private readonly logger = new Logger(AuditTrail.name);
   /** The rows queued in each open task transaction, written by one statement at its COMMIT. */
   private readonly queued = new WeakMap<SqlTx, RowValues[]>();
+  /** Log records of each open task transaction, emitted after its COMMIT. */
+  private readonly txLogs = new WeakMap<SqlTx, AuditLogRow[]>();
+  /** Log records waiting for the commit of the TypeORM transaction that wrote their rows. */
+  private readonly uncommitted = new WeakMap<QueryRunner, AuditLogRow[]>();
   private readonly written: Counter<'kind'>;
   private readonly failures: Counter;
+  private readonly dropped: Counter;
+  private readonly emitting: boolean;
+  /** recordSoon's rows not yet handed to an INSERT, and the INSERT in flight. */
+  private soon: Array<{ values: RowValues; log: AuditLogRow | null }> = [];
+  private soonFlight: Promise<void> | null = null;
 
   constructor(
     private readonly config: AuditConfig,
     private readonly dataSource: DataSource,
-    private readonly instances: InstancesService,
+    @Inject(InstancesService) private readonly origin: AuditOrigin,
     metrics: MetricsService,
+    telemetry: TelemetryConfig,
   ) {
+    this.emitting = config.AUDIT_ENABLED && telemetry.tracingEnabled;
+    if (this.emitting) this.dataSource.subscribers.push(this.commitListener());
     this.written = new Counter({
       name: 'mcp_audit_events_total',
       help: 'Audit rows handed to the database, by kind (a row of a transaction that rolls back is counted too).',
@@ -58,6 +120,18 @@ export class AuditTrail {
       help: 'Audit rows of events that change nothing (recordAlone) that could not be written.',
       registers: [metrics.registry],
     });
+    this.dropped = new Counter({
+      name: 'mcp_audit_dropped_total',
+      help:
+        'Audit rows of refusals (recordSoon) not written because more than 1000 were already waiting for ' +
+        'the INSERT in flight: a flood of refused requests.',
+      registers: [metrics.registry],
+    });
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    // Refusals still queued are written before the pool closes.
+    while (this.soonFlight) await this.soonFlight;
   }
 
   get enabled(): boolean {
@@ -69,18 +143,97 @@ export class AuditTrail {
     if (!this.config.AUDIT_ENABLED) return;
     const values = this.valuesOf(event);
     this.written.inc({ kind: event.kind });
+    const log = this.emitting ? logRowOf(values, Date.now(), otelContext.active()) : null;
     if (isSqlTx(runner)) {
       const rows = this.queued.get(runner);
       if (rows) {
         rows.push(values);
+        if (log) this.txLogs.get(runner)?.push(log);
         return;
       }
       const fresh = [values];
       this.queued.set(runner, fresh);
       runner.atCommitBuilt(() => this.insertText(runner, fresh));
+      if (log) {
+        const logRows = [log];
+        this.txLogs.set(runner, logRows);
+        runner.afterCommit(() => emitAuditLogRecords(logRows));
+      }
       return;
     }
     await runner.query(`INSERT INTO "mcp_audit_event" (${COLUMNS}) VALUES ${ROW_PLACEHOLDERS(0)}`, values);
+    if (log) this.afterManagerCommit(runner, [log]);
+  }
+
+  /**
+   * recordAlone without waiting, and bounded (see the class comment): for events a client can cause as
+   * often as it likes. Never throws; a failed INSERT is logged and counted like recordAlone's.
+   */
+  recordSoon(event: AuditEvent): void {
+    if (!this.config.AUDIT_ENABLED) return;
+    if (this.soon.length >= SOON_MAX_PENDING) {
+      this.dropped.inc();
+      return;
+    }
+    const values = this.valuesOf(event);
+    this.written.inc({ kind: event.kind });
+    this.soon.push({
+      values,
+      log: this.emitting ? logRowOf(values, Date.now(), otelContext.active()) : null,
+    });
+    if (!this.soonFlight) this.soonFlight = this.flushSoon();
+  }
+
+  /** One INSERT per round: whatever queued while the previous one ran goes in the next. */
+  private async flushSoon(): Promise<void> {
+    try {
+      while (this.soon.length > 0) {
+        const batch = this.soon;
+        this.soon = [];
+        const placeholders = batch.map((_, i) => ROW_PLACEHOLDERS(i * COLUMN_COUNT)).join(', ');
+        try {
+          await this.dataSource.query(
+            `INSERT INTO "mcp_audit_event" (${COLUMNS}) VALUES ${placeholders}`,
+            batch.flatMap((r) => r.values),
+          );
+          const logRows = batch.flatMap((r) => (r.log ? [r.log] : []));
+          if (logRows.length > 0) emitAuditLogRecords(logRows);
+        } catch (err) {
+          this.failures.inc(batch.length);
+          this.logger.warn(`${batch.length} audit row(s) of refusals not written: ${errorMessage(err)}`);
+        }
+      }
+    } finally {
+      this.soonFlight = null;
+    }
+  }
+
+  /** Emits now outside a transaction; else when the manager's transaction commits (dropped on rollback). */
+  private afterManagerCommit(runner: SqlRunner, rows: AuditLogRow[]): void {
+    const qr = (runner as Partial<EntityManager>).queryRunner;
+    if (!qr || !qr.isTransactionActive) {
+      emitAuditLogRecords(rows);
+      return;
+    }
+    const waiting = this.uncommitted.get(qr);
+    if (waiting) waiting.push(...rows);
+    else this.uncommitted.set(qr, rows);
+  }
+
+  /** The data source subscriber that releases a TypeORM transaction's log records at its commit. */
+  private commitListener(): EntitySubscriberInterface {
+    const settle = (qr: QueryRunner, commit: boolean): void => {
+      // A savepoint's release also reports a commit: only the outermost one is the transaction's.
+      if (qr.isTransactionActive) return;
+      const rows = this.uncommitted.get(qr);
+      if (!rows) return;
+      this.uncommitted.delete(qr);
+      if (commit) emitAuditLogRecords(rows);
+    };
+    return {
+      afterTransactionCommit: (e: TransactionCommitEvent) => settle(e.queryRunner, true),
+      afterTransactionRollback: (e: TransactionRollbackEvent) => settle(e.queryRunner, false),
+    };
   }
 
   /** Records an event that changes nothing else, on its own (see the class comment). */
@@ -108,7 +261,7 @@ export class AuditTrail {
       e.status ?? null,
       e.previousStatus ?? null,
       e.attempt ?? null,
-      this.instances.instanceId,
+      this.origin.instanceId,
       e.traceId ?? ctx.traceId,
       ctx.requestId,
       Object.keys(detail).length === 0 ? null : JSON.stringify(detail),

@@ -1,5 +1,6 @@
 import { Global, Module } from '@nestjs/common';
 import { InstancesModule } from '../instances/instances.module.js';
+import { AuditRepository } from './audit.repository.js';
 import { AuditTrail } from './audit-trail.service.js';
 
 /**
@@ -9,7 +10,7 @@ import { AuditTrail } from './audit-trail.service.js';
 @Global()
 @Module({
   imports: [InstancesModule],
-  providers: [AuditTrail],
-  exports: [AuditTrail],
+  providers: [AuditTrail, AuditRepository],
+  exports: [AuditTrail, AuditRepository],
 })
 export class AuditModule {}

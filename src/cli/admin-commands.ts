@@ -20,6 +20,8 @@ import type { CliServices } from './cli-context.js';
 export interface CliIo {
   out(line: string): void;
   err(line: string): void;
+  /** Resolves once what `out` wrote has been taken by the reader (stdout's backpressure); optional. */
+  drain?(): Promise<void>;
 }
 
 const iso = (d: Date | null | undefined): string => (d ? d.toISOString() : '-');
@@ -294,6 +296,7 @@ export async function runJanitorCommand(args: string[], s: CliServices, io: CliI
   positional(parsed, []);
   // The server's own sweep, under the same transaction-scoped advisory lock: it never races a running one.
   const report = await s.janitor.runOnce();
+  await s.recordOperatorAction({ command: 'janitor run-once', result: report.result, rows: report.rows }, io);
   if (boolFlag(parsed, 'json')) io.out(JSON.stringify(report));
   else {
     io.out(`result: ${report.result}`);

@@ -1,4 +1,8 @@
 import { SchedulerRegistry } from '@nestjs/schedule';
+import { AuditConfig } from '../audit/audit.config.js';
+import { AuditRepository } from '../audit/audit.repository.js';
+import { AuditTrail } from '../audit/audit-trail.service.js';
+import { errorMessage } from '../common/error-message.js';
 import type { DataSource } from 'typeorm';
 import { AuditConfig } from '../audit/audit.config.js';
 import { AuditTrail } from '../audit/audit-trail.service.js';
@@ -39,6 +43,8 @@ import { TaskWorkerRepository } from '../tasks/task-worker.repository.js';
 import { TasksAdminRepository } from '../tasks/tasks-admin.repository.js';
 import { TasksRepository } from '../tasks/tasks.repository.js';
 import { TASK_COUNTED_ELSEWHERE_CHANNEL } from '../tasks/tasks.service.js';
+import { TelemetryConfig } from '../telemetry/telemetry.config.js';
+import type { CliIo } from './admin-commands.js';
 
 /** The server's own repositories and services, as the admin commands use them. */
 export interface CliServices {
@@ -66,6 +72,14 @@ export interface CliServices {
   instancesAdmin: InstancesAdminRepository;
   janitor: JanitorService;
   apiKeys: ApiKeysService;
+  /** The audit trail, written under the operator actor the CLI runs every command with (cli.ts). */
+  audit: AuditTrail;
+  auditLog: AuditRepository;
+  /**
+   * An `operator.action` row for a command whose effect has no audit kind of its own (`janitor run-once`,
+   * `migrations run`). A failure to write it is reported on stderr; the command's outcome stands.
+   */
+  recordOperatorAction(detail: Record<string, unknown>, io: CliIo): Promise<void>;
 }
 
 /**
@@ -81,6 +95,14 @@ export function buildCliServices(ds: DataSource, config: LoadedConfig): CliServi
   const instancesConfig = config.get(InstancesConfig);
   const metrics = new MetricsService(); // a throw-away registry: the CLI exposes no /metrics
   const scheduler = new SchedulerRegistry();
+  // No instance id: the CLI is no server instance (its rows say detail.via = 'cli' and the operator).
+  const audit = new AuditTrail(
+    config.get(AuditConfig),
+    ds,
+    { instanceId: null },
+    metrics,
+    config.get(TelemetryConfig),
+  );
   const instances = new InstancesService(
     new InstancesRepository(ds.getRepository(ServiceInstance)),
     scheduler,
@@ -112,7 +134,7 @@ export function buildCliServices(ds: DataSource, config: LoadedConfig): CliServi
       new TaskWorkerRepository(transactions, writer, publisher),
     ),
   );
-  const sessions = new SessionsRepository(ds.getRepository(McpSession), ds);
+  const sessions = new SessionsRepository(ds.getRepository(McpSession), ds, audit);
   return {
     config,
     tasks,
@@ -125,7 +147,7 @@ export function buildCliServices(ds: DataSource, config: LoadedConfig): CliServi
     },
     sessions,
     endSession: async (id) => {
-      await sessions.end(id);
+      if (!(await sessions.end(id, 'operator'))) return;
       const url = busConfig.DATABASE_LISTEN_URL ?? databaseConfig.DATABASE_URL;
       if (!url) return;
       await announceSessionEnd(
@@ -160,6 +182,15 @@ export function buildCliServices(ds: DataSource, config: LoadedConfig): CliServi
       scheduler,
       metrics,
     ),
-    apiKeys: new ApiKeysService(new ApiKeysRepository(ds.getRepository(ApiKey))),
+    apiKeys: new ApiKeysService(new ApiKeysRepository(ds.getRepository(ApiKey), audit)),
+    audit,
+    auditLog: new AuditRepository(ds),
+    recordOperatorAction: async (detail, io) => {
+      try {
+        await audit.record(ds.manager, { kind: 'operator.action', detail });
+      } catch (err) {
+        io.err(`warning: the audit row of this action was not written: ${errorMessage(err)}`);
+      }
+    },
   };
 }

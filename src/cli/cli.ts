@@ -1,6 +1,7 @@
 import 'reflect-metadata';
 import { DataSource } from 'typeorm';
 import { ConfigValidationError, loadConfig } from '../app.config.js';
+import { asActor } from '../audit/audit-context.js';
 import { BusConfig } from '../bus/bus.config.js';
 import { DatabaseConfig } from '../database/database.config.js';
 import { buildDataSourceOptions } from '../database/typeorm-options.js';
@@ -13,6 +14,7 @@ import {
   runTasksCommand,
   type CliIo,
 } from './admin-commands.js';
+import { runAuditCommand } from './audit-commands.js';
 import { CliUsageError, ExitCode } from './cli-args.js';
 import { buildCliServices, type CliServices } from './cli-context.js';
 import { runMigrationsCommand } from './migrate-command.js';
@@ -42,6 +44,14 @@ export const USAGE = `usage: npm run cli -- <command> [options]      (add --json
   apikey create --name NAME [--scopes a,b]    create a key for a service account; prints the key once
   apikey list                                 list keys (never the secrets)
   apikey revoke KEY_ID                        revoke a key; requests with it get 401 from then on
+  audit list [--since T] [--until T] [--principal ID] [--tool NAME] [--task ID] [--session ID]
+             [--kind K[,K]] [--actor A] [--before-id N] [--limit N]
+                                              audit rows, newest first (T: a duration ago such as 2h,
+                                              or an ISO 8601 instant); next page: --before-id
+  audit export [same filters] [--after-id N]  every matching row, oldest first, as JSON lines on stdout
+                                              (for a SIEM); stderr names the --after-id to resume from
+every command accepts --operator NAME: the operator recorded in the audit trail for what it changes
+  (default $MCP_OPERATOR, else cli:$USER)
 an id that starts with - goes after --: tasks show -- -AbC…
 exit codes: 0 done, 1 not found or failed, 2 usage error, 3 nothing to do (already finished, revoked, lock held)`;
 
@@ -53,19 +63,69 @@ const COMMANDS: Record<string, Command> = {
   instances: runInstancesCommand,
   janitor: runJanitorCommand,
   principals: (args, _s, io, ds) => runPrincipalsCommand(args, ds, io),
-  migrations: (args, _s, io, ds) => runMigrationsCommand(args, ds, io),
+  migrations: async (args, s, io, ds) => {
+    const { code, applied } = await runMigrationsCommand(args, ds, io);
+    if (applied.length > 0) await s.recordOperatorAction({ command: 'migrations run', applied }, io);
+    return code;
+  },
   apikey: (args, s, io) => runApiKeyCommand(args, s.apiKeys, io),
+  audit: runAuditCommand,
 };
+
+const OPERATOR = /^[\x21-\x7e][\x20-\x7e]{0,199}$/;
+
+/**
+ * Takes `--operator NAME` (or `--operator=NAME`) out of the arguments, wherever it stands before `--`: the
+ * operator is the CLI's, not a command's. Default: $MCP_OPERATOR, else `cli:` + the login name. It is
+ * what the audit trail records as the principal of every change the command makes, so a shared service
+ * account (a deploy Job) should set it.
+ */
+export function operatorOf(
+  argv: string[],
+  env: Record<string, string | undefined>,
+): { operator: string; rest: string[] } {
+  const rest: string[] = [];
+  let operator: string | undefined;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '--') {
+      rest.push(...argv.slice(i));
+      break;
+    }
+    if (a === '--operator') {
+      operator = argv[i + 1];
+      if (operator === undefined) throw new CliUsageError('--operator needs a value');
+      i++;
+    } else if (a.startsWith('--operator=')) operator = a.slice('--operator='.length);
+    else rest.push(a);
+  }
+  const chosen = (operator ?? env.MCP_OPERATOR ?? `cli:${env.USER ?? env.LOGNAME ?? 'unknown'}`).trim();
+  if (!OPERATOR.test(chosen)) {
+    throw new CliUsageError(
+      'the operator (--operator or MCP_OPERATOR) must be 1 to 200 printable characters',
+    );
+  }
+  return { operator: chosen, rest };
+}
 
 /**
  * The operator CLI (`npm run cli -- …`, or `node dist/src/cli/main.js …` in the image). It reads the same
  * environment as the server and talks to DATABASE_URL through the server's own repositories and locks.
  */
 export async function runCli(
-  argv: string[],
+  fullArgv: string[],
   env: Record<string, string | undefined>,
   io: CliIo,
 ): Promise<number> {
+  let operator: string;
+  let argv: string[];
+  try {
+    ({ operator, rest: argv } = operatorOf(fullArgv, env));
+  } catch (err) {
+    if (!(err instanceof CliUsageError)) throw err;
+    io.err(err.message);
+    return ExitCode.USAGE;
+  }
   const command = COMMANDS[argv[0] ?? ''];
   if (argv[0] === 'help' || argv[0] === '--help') {
     io.out(USAGE);
@@ -106,7 +166,12 @@ export async function runCli(
     return ExitCode.FAILED;
   }
   try {
-    return await command(argv.slice(1), buildCliServices(ds, config), io, ds);
+    // Every row a command writes names the operator (actor 'operator', detail.via 'cli'): a cancel, a
+    // redrive, an ended session, a created or revoked key, a janitor run, a migration.
+    const services = buildCliServices(ds, config);
+    return await asActor({ kind: 'operator', principal: operator, via: 'cli' }, () =>
+      command(argv.slice(1), services, io, ds),
+    );
   } catch (err) {
     if (err instanceof CliUsageError || err instanceof ApiKeyInputError) {
       io.err(err.message);

@@ -9,7 +9,11 @@ import { allowOnly, boolFlag, CliUsageError, ExitCode, parseArgs, positional } f
  * runs before its rollout when the instances have DB_MIGRATIONS_RUN=false (the Kubernetes Job in deploy/k8s).
  * `migrations show` lists what is pending. Nothing to apply is success (0): a Job must not fail on a rerun.
  */
-export async function runMigrationsCommand(args: string[], ds: DataSource, io: CliIo): Promise<ExitCode> {
+export async function runMigrationsCommand(
+  args: string[],
+  ds: DataSource,
+  io: CliIo,
+): Promise<{ code: ExitCode; applied: string[] }> {
   const parsed = parseArgs(args, []);
   allowOnly(parsed, ['json']);
   positional(parsed, []);
@@ -20,7 +24,7 @@ export async function runMigrationsCommand(args: string[], ds: DataSource, io: C
       if (json) io.out(JSON.stringify({ applied }));
       else if (applied.length === 0) io.out('nothing to apply: the schema is current');
       else for (const name of applied) io.out(`applied ${name}`);
-      return ExitCode.OK;
+      return { code: ExitCode.OK, applied };
     }
     case 'show': {
       const done = new Set(
@@ -32,7 +36,7 @@ export async function runMigrationsCommand(args: string[], ds: DataSource, io: C
       if (json) io.out(JSON.stringify({ pending }));
       else if (pending.length === 0) io.out('nothing pending: the schema is current');
       else for (const name of pending) io.out(`pending ${name}`);
-      return ExitCode.OK;
+      return { code: ExitCode.OK, applied: [] };
     }
     default:
       throw new CliUsageError(

@@ -43,6 +43,12 @@ export interface SqlTx extends SqlRunner {
    * audit trail's). An empty text sends nothing.
    */
   atCommitBuilt(build: () => string): void;
+  /**
+   * `fn` runs once the COMMIT was answered (never after a rollback or an unknown outcome): for side effects
+   * outside the database that must only report what landed (the audit trail's OpenTelemetry log records).
+   * It must not throw; it is not awaited.
+   */
+  afterCommit(fn: () => void): void;
   /** A value as a quoted SQL literal (pg's own escaping), for atCommit statements. */
   literal(value: string): string;
 }
@@ -128,6 +134,7 @@ function integer(n: number, what: string): string {
 class PooledTx implements SqlTx {
   readonly pending: Array<[string, string]> = [];
   readonly statements: Array<string | (() => string)> = [];
+  readonly committed: Array<() => void> = [];
   /** BEGIN and what goes with it, until it is sent (with the first statement, or on its own). */
   private opening: string | null;
 
@@ -200,6 +207,10 @@ class PooledTx implements SqlTx {
 
   atCommitBuilt(build: () => string): void {
     this.statements.push(build);
+  }
+
+  afterCommit(fn: () => void): void {
+    this.committed.push(fn);
   }
 
   literal(value: string): string {
@@ -289,6 +300,7 @@ async function attempt<T>(pool: pg.Pool, opening: string, work: (tx: SqlTx) => P
     committing = true;
     await client.query(tx.commitText());
     release(lost);
+    for (const fn of tx.committed) fn();
     return result;
   } catch (err) {
     // ROLLBACK outside a transaction (BEGIN itself failed) only warns; a failure here means the

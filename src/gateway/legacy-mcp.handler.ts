@@ -177,7 +177,7 @@ export class LegacyMcpHandler {
 
   async delete(req: Request, res: Response, principal: Principal): Promise<void> {
     const session = await this.session(req, principal);
-    await this.sessions.end(session);
+    await this.sessions.end(session, 'client');
     res.status(200).json({});
   }
 

@@ -15,7 +15,8 @@ import { currentOperation } from '../telemetry/mcp-operation.js';
 import { McpTelemetry } from '../telemetry/mcp-telemetry.service.js';
 import type { Era } from '../protocol/request-context.js';
 import { isModernVersion, META } from '../protocol/versions.js';
-import { AuthChallenges } from '../principals/auth-challenges.js';
+import { AuditTrail } from '../audit/audit-trail.service.js';
+import { AuthChallenges, requiredScopesMissing } from '../principals/auth-challenges.js';
 import { McpAuthGuard } from '../principals/mcp-auth.guard.js';
 import { ANONYMOUS_PRINCIPAL, type Principal, type RequestWithPrincipal } from '../principals/principal.js';
 import { QuotaExceededError } from '../quotas/quota.errors.js';
@@ -66,6 +67,7 @@ export class McpController {
     private readonly challenges: AuthChallenges,
     private readonly telemetry: McpTelemetry,
     private readonly quotas: QuotaService,
+    private readonly audit: AuditTrail,
   ) {}
 
   @Post()
@@ -248,6 +250,16 @@ export class McpController {
       !res.headersSent
     ) {
       const scopes = (err.data?.requiredScopes as string[] | undefined) ?? [];
+      const principal = this.principal(req);
+      // Not awaited and coalesced (AuditTrail.recordSoon): a client looping on a refused tool costs no
+      // more than one INSERT in flight.
+      this.audit.recordSoon({
+        kind: 'auth.scope_refused',
+        principal: principal.id,
+        tool: typeof err.data?.name === 'string' ? err.data.name : null,
+        era,
+        detail: { missing: requiredScopesMissing(principal, scopes), route: 'tools/call' },
+      });
       res.setHeader('WWW-Authenticate', this.challenges.insufficientScope(req, scopes).wwwAuthenticate);
     }
     if (err instanceof QuotaExceededError && err.retryAfterSeconds !== undefined && !res.headersSent) {

@@ -6,6 +6,7 @@ import {
   type ExecutionContext,
 } from '@nestjs/common';
 import type { Request, Response } from 'express';
+import { AuditTrail } from '../audit/audit-trail.service.js';
 import { AuthChallenges, requiredScopesMissing } from './auth-challenges.js';
 import { setRequestPrincipal } from '../logging/request-context.js';
 import { AuthMetrics } from './auth-metrics.js';
@@ -19,7 +20,8 @@ import { PrincipalsConfig } from './principals.config.js';
  * Put on the /mcp controller (`@UseGuards(McpAuthGuard)`). Authenticates the request with the active
  * providers and sets `req.principal`; without providers it sets the anonymous development principal.
  * Failure: 401 with an RFC 6750/9728 challenge (and a count in mcp_auth_failures_total); a principal without
- * AUTH_REQUIRED_SCOPES: 403 insufficient_scope; identity provider unreachable: 503.
+ * AUTH_REQUIRED_SCOPES: 403 insufficient_scope, and an `auth.scope_refused` audit row (recordSoon: never
+ * awaited, coalesced under a flood); identity provider unreachable: 503.
  */
 @Injectable()
 export class McpAuthGuard implements CanActivate {
@@ -31,6 +33,7 @@ export class McpAuthGuard implements CanActivate {
     private readonly challenges: AuthChallenges,
     private readonly metrics: AuthMetrics,
     private readonly credentials: CredentialWatch,
+    private readonly audit: AuditTrail,
   ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
@@ -59,6 +62,13 @@ export class McpAuthGuard implements CanActivate {
     }
     const missing = requiredScopesMissing(outcome.principal, this.config.AUTH_REQUIRED_SCOPES);
     if (missing.length > 0) {
+      this.audit.recordSoon({
+        kind: 'auth.scope_refused',
+        // The caller, as for a tool's refusal (the request's principal is only set once it is let in).
+        actor: 'owner',
+        principal: outcome.principal.id,
+        detail: { missing, route: `${req.method} ${req.baseUrl}${req.path}` },
+      });
       throw this.challenges.reject(res, this.challenges.insufficientScope(req, []));
     }
     const principal = outcome.principal;

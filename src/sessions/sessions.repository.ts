@@ -1,8 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import { DataSource, IsNull, LessThan, type Repository } from 'typeorm';
+import { DataSource, type Repository } from 'typeorm';
+import { currentAuditContext } from '../audit/audit-context.js';
+import { AuditTrail } from '../audit/audit-trail.service.js';
+import type { AuditEvent } from '../audit/audit.types.js';
 import { SESSION_CREATION_LOCK_PREFIX } from '../database/advisory-locks.js';
 import { runPrepared, type PreparedStatement } from '../database/prepared-query.js';
+import { inTransaction } from '../database/sql-transaction.js';
 import { McpSession } from './session.entity.js';
 
 /**
@@ -29,11 +33,49 @@ const FIND_BY_ID: PreparedStatement = {
 
 type SessionRow = Omit<LiveSessionRow, 'touch_due'>;
 
+/** Ends one session (BEGIN goes in the same round trip); returns its owner when it was live. */
+const END_ONE: PreparedStatement = {
+  name: 'mcp_session_end',
+  text: `UPDATE mcp_session SET ended_at = $2::timestamptz
+          WHERE id = $1 AND ended_at IS NULL
+          RETURNING principal_id`,
+};
+
+/** Ends every session idle since before $1; returns which, for their audit rows. */
+const END_IDLE: PreparedStatement = {
+  name: 'mcp_session_end_idle',
+  text: `UPDATE mcp_session SET ended_at = $2::timestamptz
+          WHERE ended_at IS NULL AND last_seen_at < $1::timestamptz
+          RETURNING id, principal_id`,
+};
+
+/**
+ * Why a session ended, in its `session.ended` audit row: the client's DELETE, the idle sweep, an operator
+ * (CLI or console), or the credential it was opened with no longer holding.
+ */
+export type SessionEndReason = 'client' | 'idle' | 'operator' | 'credential';
+
 /** What resources/subscribe did: added the URI, found it held, found the quota full, or no session row. */
 export interface SubscriptionChange {
   outcome: 'added' | 'held' | 'full' | 'gone';
   /** Subscriptions the session holds afterwards. */
   held: number;
+}
+
+/**
+ * A session's end as the audit trail records it. Its principal is whoever ended it when that is someone (the
+ * owner's DELETE, an operator), else the owner (the idle sweep), as for tasks; detail.owner names the owner
+ * when the principal is someone else.
+ */
+function endedEvent(sessionId: string, owner: string, reason: SessionEndReason): AuditEvent {
+  const principal = currentAuditContext().actor.principal ?? owner;
+  return {
+    kind: 'session.ended',
+    principal,
+    sessionId,
+    era: 'legacy',
+    detail: principal === owner ? { reason } : { owner, reason },
+  };
 }
 
 function rowToSession(row: SessionRow): McpSession {
@@ -70,6 +112,7 @@ export class SessionsRepository {
   constructor(
     @InjectRepository(McpSession) private readonly repo: Repository<McpSession>,
     private readonly dataSource: DataSource,
+    private readonly audit: AuditTrail,
   ) {}
 
   async create(
@@ -91,7 +134,7 @@ export class SessionsRepository {
   /**
    * Creates the session unless its principal already holds `maxLive` live ones (not ended, seen after
    * `idleCutoff`); then returns null. Exact across instances: creations for one principal are serialized
-   * by a transaction-scoped advisory lock on the principal id.
+   * by a transaction-scoped advisory lock on the principal id. Its `session.opened` audit row commits with it.
    */
   async createWithin(
     row: Pick<McpSession, 'id' | 'principalId' | 'protocolVersion' | 'clientCapabilities' | 'clientInfo'>,
@@ -118,6 +161,15 @@ export class SessionsRepository {
         endedAt: null,
       });
       await m.save(session);
+      await this.audit.record(m, {
+        kind: 'session.opened',
+        sessionId: session.id,
+        era: 'legacy',
+        detail: {
+          protocolVersion: session.protocolVersion,
+          ...(typeof row.clientInfo?.name === 'string' && { clientName: row.clientInfo.name }),
+        },
+      });
       return session;
     });
   }
@@ -170,8 +222,17 @@ export class SessionsRepository {
       .execute();
   }
 
-  async end(id: string): Promise<void> {
-    await this.repo.update({ id, endedAt: IsNull() }, { endedAt: new Date() });
+  /**
+   * Ends the session if it is live, with its `session.ended` audit row in the same transaction; false when
+   * it had ended already (or never existed), and then nothing is recorded.
+   */
+  async end(id: string, reason: SessionEndReason): Promise<boolean> {
+    return inTransaction(this.dataSource, { lockTimeoutMs: 0 }, async (tx) => {
+      const [row] = await tx.first<{ principal_id: string }>(END_ONE, [id, new Date().toISOString()]);
+      if (!row) return false;
+      await this.audit.record(tx, endedEvent(id, row.principal_id, reason));
+      return true;
+    });
   }
 
   async setLogLevel(id: string, level: string): Promise<void> {
@@ -217,13 +278,16 @@ export class SessionsRepository {
     );
   }
 
-  /** Ends sessions idle since before `cutoff`; returns how many. */
+  /** Ends sessions idle since before `cutoff`, each with its `session.ended` row; returns how many. */
   async endIdle(cutoff: Date): Promise<number> {
-    const res = await this.repo.update(
-      { endedAt: IsNull(), lastSeenAt: LessThan(cutoff) },
-      { endedAt: new Date() },
-    );
-    return res.affected ?? 0;
+    return inTransaction(this.dataSource, { lockTimeoutMs: 0 }, async (tx) => {
+      const ended = await tx.first<{ id: string; principal_id: string }>(END_IDLE, [
+        cutoff.toISOString(),
+        new Date().toISOString(),
+      ]);
+      for (const row of ended) await this.audit.record(tx, endedEvent(row.id, row.principal_id, 'idle'));
+      return ended.length;
+    });
   }
 
   /** Deletes sessions that ended before `cutoff` (their events go with them, see SseEventsRepository). */

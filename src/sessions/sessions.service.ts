@@ -7,7 +7,7 @@ import { QuotaService } from '../quotas/quota.service.js';
 import { ClientResponsesRepository } from './client-responses.repository.js';
 import type { McpSession } from './session.entity.js';
 import { SessionError, SessionErrorCode } from './sessions.errors.js';
-import { SessionsRepository } from './sessions.repository.js';
+import { SessionsRepository, type SessionEndReason } from './sessions.repository.js';
 import { SseEventsRepository } from './sse-events.repository.js';
 import { errorMessage } from '../common/error-message.js';
 import { BusConfig } from '../bus/bus.config.js';
@@ -146,9 +146,12 @@ export class SessionsService implements OnApplicationBootstrap, OnApplicationShu
     return this.sessions.findById(id);
   }
 
-  /** Ends the session; resolves once every live instance has dropped it (or BUS_HEARTBEAT_TIMEOUT_MS passed). */
-  async end(session: McpSession): Promise<void> {
-    await this.sessions.end(session.id);
+  /**
+   * Ends the session, recording who and why (`reason`, and the actor of the audit context); resolves once
+   * every live instance has dropped it (or BUS_HEARTBEAT_TIMEOUT_MS passed).
+   */
+  async end(session: McpSession, reason: SessionEndReason): Promise<void> {
+    await this.sessions.end(session.id, reason);
     this.drop(session.id);
     await this.invalidateEverywhere(session.id);
   }

@@ -21,7 +21,9 @@ const UNTRACED_PATHS = /^\/(metrics|health)(\/|$|\?)/i; // any case, as the rout
  * modules imported after it.
  *
  * Exporter, endpoint, headers, sampler, resource and batching come from the standard OTEL_* variables, read
- * by the SDK. Metrics stay on /metrics (Prometheus), so no OTel metric reader or log exporter is set up.
+ * by the SDK. Metrics stay on /metrics (Prometheus), so no OTel metric reader is set up. Logs: the SDK sets
+ * up its log exporter from the standard variables too (OTEL_LOGS_EXPORTER, default `otlp`; `none` turns it
+ * off); the only log records this server emits are the audit trail's rows (src/audit/audit-log-records.ts).
  */
 export async function startTracing(config: TelemetryConfig): Promise<TracingHandle> {
   if (!config.tracingEnabled) return OFF;
@@ -50,7 +52,6 @@ export async function startTracing(config: TelemetryConfig): Promise<TracingHand
       new PgInstrumentation({ requireParentSpan: true }),
     ],
     metricReaders: [],
-    logRecordProcessors: [],
   });
   sdk.start();
   return { enabled: true, shutdown: () => sdk.shutdown() };
