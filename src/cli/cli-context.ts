@@ -4,8 +4,6 @@ import { AuditRepository } from '../audit/audit.repository.js';
 import { AuditTrail } from '../audit/audit-trail.service.js';
 import { errorMessage } from '../common/error-message.js';
 import type { DataSource } from 'typeorm';
-import { AuditConfig } from '../audit/audit.config.js';
-import { AuditTrail } from '../audit/audit-trail.service.js';
 import { PgBusService } from '../bus/pg-bus.service.js';
 import type { LoadedConfig } from '../config/loaded-config.js';
 import { BusConfig } from '../bus/bus.config.js';
@@ -113,7 +111,6 @@ export function buildCliServices(ds: DataSource, config: LoadedConfig): CliServi
   const bus = new PgBusService(busConfig, databaseConfig, ds, instances, metrics, health);
   const transactions = new TaskTransactions(ds, tasksConfig);
   // The CLI's task changes (cancel, retry) are audited like the server's, in their own transactions.
-  const audit = new AuditTrail(config.get(AuditConfig), ds, instances, metrics);
   const taskAudit = new TaskAuditWriter(audit);
   const publisher = new TaskChangePublisher(bus, taskAudit);
   const writer = new TaskRowWriter(transactions, publisher);
