@@ -57,6 +57,9 @@ const RUNNING = 6;
 const STOPPED = 30;
 const instanceId = (k) => `00000000-0000-4000-8000-${String(k).padStart(12, '0')}`;
 const LONG_TASK = 'bench-long-timeline';
+/** A task id as the server mints them (24 url-safe characters), derived from the SQL expression `of`. */
+const taskId = (of) =>
+  `translate(left(encode(decode(md5(${of}::text) || md5('x' || ${of}), 'hex'), 'base64'), 24), '+/', '-_')`;
 
 const serverUrl = process.env.TEST_DATABASE_URL ?? process.env.DATABASE_URL;
 if (!serverUrl && !REUSE) {
@@ -109,7 +112,7 @@ async function seed(url) {
       await c.query(
         `INSERT INTO mcp_session (id, principal_id, protocol_version, client_capabilities, client_info, created_at,
                                   last_seen_at, ended_at)
-         SELECT 'bench-session-' || g, 'user-' || floor(${OWNERS} * random() ^ 3)::int, '2025-11-25', '{}',
+         SELECT gen_random_uuid()::text, 'user-' || floor(${OWNERS} * random() ^ 3)::int, '2025-11-25', '{}',
                 '{"name":"bench-client","version":"1.0.0"}', seen - random() * interval '2 hours', seen,
                 CASE WHEN g > 3000 THEN seen + interval '1 second' END
            FROM (SELECT g, now() - CASE WHEN g > 3000 THEN random() * interval '50 minutes'
@@ -118,7 +121,8 @@ async function seed(url) {
       );
       await c.query(
         `INSERT INTO mcp_sse_stream (session_id, stream_id, last_seq)
-         SELECT 'bench-session-' || g, 'stream-' || k, 10 FROM generate_series(1, 3000) g, generate_series(1, 1 + g % 3) k`,
+         SELECT s.id, 'stream-' || k, 10 FROM mcp_session s, generate_series(1, 1 + abs(hashtext(s.id)) % 3) k
+          WHERE s.ended_at IS NULL`,
       );
     });
     await c.query('BEGIN');
@@ -127,7 +131,7 @@ async function seed(url) {
     await step('finished tasks', () =>
       c.query(
         `INSERT INTO task (${TASK_COLUMNS})
-         SELECT 'bench-' || g, 'user-' || o, NULL, CASE WHEN r1 < 0.6 THEN 'modern' ELSE 'legacy' END, ${tools}[1 + tk],
+         SELECT ${taskId('g')}, 'user-' || o, NULL, CASE WHEN r1 < 0.6 THEN 'modern' ELSE 'legacy' END, ${tools}[1 + tk],
                 st, CASE st WHEN 'failed' THEN 'Tool failed' WHEN 'cancelled' THEN 'Cancelled' END,
                 created, created + dur, 21 * 86400000, created + dur + interval '21 days', 1000,
                 jsonb_build_object('name', ${tools}[1 + tk], 'arguments', jsonb_build_object('q', 'query ' || g)),
@@ -152,7 +156,7 @@ async function seed(url) {
     await step('live tasks', () =>
       c.query(
         `INSERT INTO task (${TASK_COLUMNS})
-         SELECT 'bench-live-' || g, 'user-' || o, NULL, era, ${tools}[1 + tk], st,
+         SELECT ${taskId("'live' || g")}, 'user-' || o, NULL, era, ${tools}[1 + tk], st,
                 CASE st WHEN 'input_required' THEN 'Waiting for input' END,
                 created, created + random() * (now() - created), 86400000, created + interval '1 day', 1000,
                 jsonb_build_object('name', ${tools}[1 + tk], 'arguments', jsonb_build_object('q', 'query ' || g)),
@@ -288,11 +292,12 @@ function link(body, re) {
   return undefined;
 }
 
-/** The pages measured, by name: each a path, or a function of the first pages' answers giving one. */
-function pages() {
-  const hourAgo = new Date(Date.now() - 3600_000).toISOString();
-  const weekAgo = new Date(Date.now() - 7 * 86400_000).toISOString();
-  const dayAgo = new Date(Date.now() - 8 * 86400_000).toISOString();
+/**
+ * The pages measured, by name: each a path, or a function of the answers so far (the first answer of each
+ * page, by name) giving one. `sample` holds ids read from the database: a failed task, an owner's session.
+ */
+function pages(sample) {
+  const next = (name) => (bodies) => link(bodies[name], /[?&]after=/);
   return [
     ['tasks (all)', '/admin/tasks'],
     ['tasks: status working', '/admin/tasks?status=working'],
@@ -302,29 +307,33 @@ function pages() {
     ['tasks: status cancelled', '/admin/tasks?status=cancelled'],
     ['tasks: a hot tool', `/admin/tasks?tool=${TOOLS[0]}`],
     ['tasks: a rare tool', `/admin/tasks?tool=${TOOLS[TOOLS.length - 1]}`],
+    ['tasks: an unused tool', '/admin/tasks?tool=never_called'],
     ['tasks: a heavy owner', '/admin/tasks?owner=user-0'],
     ['tasks: a light owner', `/admin/tasks?owner=user-${OWNERS - 1}`],
     ['tasks: an instance', `/admin/tasks?instance=${instanceId(2)}`],
-    ['tasks: created in the last hour', `/admin/tasks?createdAfter=${encodeURIComponent(hourAgo)}`],
-    [
-      'tasks: a day a week ago',
-      `/admin/tasks?createdAfter=${encodeURIComponent(dayAgo)}&createdBefore=${encodeURIComponent(weekAgo)}`,
-    ],
+    ['tasks: created in the last hour', '/admin/tasks?newer=1h'],
+    ['tasks: a day, a week ago', '/admin/tasks?newer=8d&older=7d'],
     ['tasks: failed, a hot tool', `/admin/tasks?status=failed&tool=${TOOLS[0]}`],
-    ['tasks: next page', (first) => link(first['tasks (all)'], /[?&](after|cursor)=/)],
-    ['task: a finished one', '/admin/tasks/bench-500000'],
+    ['tasks: cancelled, a rare tool', `/admin/tasks?status=cancelled&tool=${TOOLS[TOOLS.length - 1]}`],
+    ['tasks: working, an owner', '/admin/tasks?status=working&owner=user-1'],
+    ['tasks: page 2', next('tasks (all)')],
+    ['tasks: page 2 of failed', next('tasks: status failed')],
+    ['task counts (refresh)', '/admin/tasks/counts'],
+    ['task: a failed one', `/admin/tasks/${sample.failedTask}`],
     ['task: long timeline', `/admin/tasks/${LONG_TASK}`],
     ['sessions', '/admin/sessions'],
+    ['sessions: page 2', next('sessions')],
+    ['sessions: an owner', '/admin/sessions?owner=user-0'],
     ['instances', '/admin/instances'],
     ['janitor', '/admin/janitor'],
     ['quotas', '/admin/quotas'],
   ];
 }
 
-async function measure(base) {
+async function measure(base, sample) {
   const rows = [];
   const firstBodies = {};
-  for (const [name, target] of pages()) {
+  for (const [name, target] of pages(sample)) {
     const path = typeof target === 'function' ? target(firstBodies) : target;
     if (!path) {
       rows.push({ name, path: '(no link found)', status: '-', ms: [] });
@@ -406,7 +415,11 @@ async function main() {
       );
     await beat();
     heartbeats = setInterval(() => void beat().catch(() => undefined), 2000);
-    rows = await measure(server.base);
+    const { rows: picked } = await keeper.query(
+      `SELECT id FROM task WHERE status = 'failed' AND created_at < now() - interval '10 days'
+        ORDER BY created_at DESC LIMIT 1`,
+    );
+    rows = await measure(server.base, { failedTask: picked[0]?.id ?? 'none' });
   } finally {
     clearInterval(heartbeats);
     await keeper.end().catch(() => undefined);
