@@ -47,6 +47,9 @@ const TASK_REPOSITORY_CORE = [TaskTransactions, TaskChangePublisher, TaskRowWrit
   exports: [
     ...TASK_REPOSITORY_CORE,
     TasksRepository,
+    // The operator console's reads and its redrive (admin/).
+    TasksAdminRepository,
+    TaskCreationRepository,
     TaskMetrics,
     TaskRunnerService,
     TaskClaimer,
