@@ -31,7 +31,9 @@ export function setAdminHeaders(res: Response): void {
   res.setHeader('Content-Security-Policy', ADMIN_CSP);
   res.setHeader('X-Frame-Options', 'DENY');
   res.setHeader('X-Content-Type-Options', 'nosniff');
-  res.setHeader('Referrer-Policy', 'no-referrer');
+  // Not no-referrer: under it Chromium sends `Origin: null` on the console's own form POSTs, which the
+  // same-origin check (admin-csrf.ts) must refuse. same-origin still sends nothing to other sites.
+  res.setHeader('Referrer-Policy', 'same-origin');
   res.setHeader('Cross-Origin-Opener-Policy', 'same-origin');
   res.setHeader('Cross-Origin-Resource-Policy', 'same-origin');
   // Pages show other principals' data: never kept by a shared cache or the browser's back-forward store.
@@ -80,7 +82,7 @@ export class AdminViews {
     h.registerHelper('bytes', bytes);
     h.registerHelper('short', (id: unknown) => (typeof id === 'string' ? id.slice(0, 8) : ''));
     h.registerHelper('json', (v: unknown) => (v === null || v === undefined ? '' : JSON.stringify(v)));
-    h.registerHelper('count', (c: unknown) => {
+    h.registerHelper('bounded', (c: unknown) => {
       const v = c as { count?: number; atLeast?: boolean } | undefined;
       return v?.count === undefined ? '–' : `${v.count}${v.atLeast ? '+' : ''}`;
     });

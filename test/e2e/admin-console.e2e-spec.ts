@@ -273,6 +273,12 @@ describe('the /admin console over HTTP (real AppModule, SSO proxy and API keys)'
       expect(counts.body.counts).toEqual(
         expect.arrayContaining([{ status: 'working', count: live.rows[0].n, atLeast: false }]),
       );
+      const shown = await http().get('/admin/tasks').set(ADMIN).expect(200);
+      expect(shown.text).toContain(`<strong data-count="working">${live.rows[0].n}</strong>`);
+      const finished = await withClient(db.url, (c) =>
+        c.query<{ n: number }>(`SELECT count(*)::int AS n FROM task WHERE status = 'completed'`),
+      );
+      expect(shown.text).toContain(`<strong data-count="completed">${finished.rows[0].n}</strong>`);
       await client.result('tasks/cancel', { taskId: running.taskId });
       await other.result('tasks/cancel', { taskId: foreign.taskId });
     }, 60_000);

@@ -12,10 +12,10 @@ lag and the backlog are read from the database and the same everywhere.</p>
 <table class="list">
   <thead><tr><th>What</th><th>Tasks</th></tr></thead>
   <tbody>
-    <tr><td>Live tasks past their ttl (to expire)</td><td>{{count backlog.dueToExpire}}</td></tr>
-    <tr><td>Live tasks whose lease lapsed (to rescue)</td><td>{{count backlog.leaseLapsed}}</td></tr>
-    <tr><td>Finished tasks past ttl + grace (to delete)</td><td>{{count backlog.dueToDelete}}</td></tr>
-    <tr><td>Queued tasks waiting for a worker</td><td>{{count backlog.queued}}</td></tr>
+    <tr><td>Live tasks past their ttl (to expire)</td><td>{{bounded backlog.dueToExpire}}</td></tr>
+    <tr><td>Live tasks whose lease lapsed (to rescue)</td><td>{{bounded backlog.leaseLapsed}}</td></tr>
+    <tr><td>Finished tasks past ttl + grace (to delete)</td><td>{{bounded backlog.dueToDelete}}</td></tr>
+    <tr><td>Queued tasks waiting for a worker</td><td>{{bounded backlog.queued}}</td></tr>
   </tbody>
 </table>
 <h2>Since this instance started</h2>
