@@ -371,7 +371,10 @@ async function main() {
     const u = new URL(serverUrl);
     u.pathname = `/${name}`;
     dbUrl = u.toString();
-    drop = () => admin(serverUrl, `DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).catch(() => {});
+    drop = () =>
+      admin(serverUrl, `DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).catch((err) =>
+        console.error(`could not drop the scratch database ${name}: ${err.message}`),
+      );
   }
   const env = {
     PORT: '0',
