@@ -141,8 +141,8 @@ export class TasksAdminRepository {
   }
 
   /**
-   * The tasks `tasks retry` created from this one (redriven_from), oldest first. Unindexed: an operator's
-   * one-off read, never on a request path.
+   * The tasks `tasks retry` created from this one (redriven_from), oldest first (task_redriven_from_idx,
+   * which the console's task page needs too).
    */
   async redrivenAs(id: string): Promise<string[]> {
     const rows = await this.dataSource.query<Row[]>(
