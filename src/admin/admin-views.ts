@@ -80,6 +80,8 @@ export class AdminViews {
     h.registerHelper('iso', (d: unknown) => (d instanceof Date ? d.toISOString() : '–'));
     h.registerHelper('ago', ago);
     h.registerHelper('bytes', bytes);
+    // A value put into a URL's query or path (Handlebars escapes for HTML, not for URLs).
+    h.registerHelper('url', (v: unknown) => (typeof v === 'string' ? encodeURIComponent(v) : ''));
     h.registerHelper('short', (id: unknown) => (typeof id === 'string' ? id.slice(0, 8) : ''));
     h.registerHelper('json', (v: unknown) => (v === null || v === undefined ? '' : JSON.stringify(v)));
     h.registerHelper('bounded', (c: unknown) => {

@@ -361,6 +361,43 @@ describe('the /admin console over HTTP (real AppModule, SSO proxy and API keys)'
       await client.result('tasks/cancel', { taskId: newId });
     }, 30_000);
 
+    it("shows a finished task's result size, its trace id and a saved checkpoint, cut to the preview", async () => {
+      const client = await LegacyClient.open(mcpUrl, {}, asUser(freshUser('owner')));
+      const task = await client.createTask('slow_compute', { seconds: 0, label: 'sized' });
+      await waitFor(
+        () => taskRow(task.taskId),
+        (r) => r?.status === 'completed',
+        { what: 'the task to complete' },
+      );
+      const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+      const checkpoint = { rows: Array.from({ length: 400 }, (_, i) => ({ i, note: `step <${i}>` })) };
+      const sizes = await withClient(db.url, async (c) => {
+        await c.query(`UPDATE task SET checkpoint = $2::jsonb, trace_context = $3::jsonb WHERE id = $1`, [
+          task.taskId,
+          JSON.stringify(checkpoint),
+          JSON.stringify({ traceparent: `00-${traceId}-00f067aa0ba902b7-01` }),
+        ]);
+        const r = await c.query<{ result: number; checkpoint: number }>(
+          `SELECT octet_length(result::text) AS result, octet_length(checkpoint::text) AS checkpoint
+             FROM task WHERE id = $1`,
+          [task.taskId],
+        );
+        return r.rows[0];
+      });
+      const page = await http().get(`/admin/tasks/${task.taskId}`).set(ADMIN).expect(200);
+      expect(page.text).toContain(`<dt>Result</dt><dd>${sizes.result} B</dd>`);
+      expect(page.text).toContain(`<dt>Trace id</dt><dd class="mono">${traceId}</dd>`);
+      expect(page.text).toContain(
+        `${(sizes.checkpoint / 1024).toFixed(1)} KiB (first 4000 characters shown)`,
+      );
+      const pre = /<pre class="json">([\s\S]*?)<\/pre>/.exec(page.text)?.[1] ?? '';
+      expect(htmlText(pre.replace(/&lt;/g, '<').replace(/&gt;/g, '>'))).toHaveLength(4000);
+      expect(pre).toContain('step &lt;0&gt;');
+      expect(pre).not.toContain('step &lt;399&gt;');
+      expect(page.text).toContain('Redrive');
+      expect(page.text).not.toContain('Cancel task');
+    });
+
     it('lists live sessions and ends one: its next request is refused', async () => {
       const owner = freshUser('sess');
       const client = await LegacyClient.open(mcpUrl, {}, asUser(owner));

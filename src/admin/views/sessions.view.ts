@@ -13,13 +13,13 @@ kept for resumption. This instance holds {{openStreams}} open SSE stream(s) now.
   {{#each sessions}}
     <tr>
       <td class="mono">{{id}}</td>
-      <td class="mono"><a href="/admin/tasks?owner={{principalId}}">{{principalId}}</a></td>
+      <td class="mono"><a href="/admin/tasks?owner={{url principalId}}">{{principalId}}</a></td>
       <td>{{protocolVersion}}</td>
       <td>{{clientName}}</td>
       <td><time datetime="{{iso createdAt}}" title="{{iso createdAt}}">{{ago createdAt}}</time></td>
       <td><time datetime="{{iso lastSeenAt}}" title="{{iso lastSeenAt}}">{{ago lastSeenAt}}</time></td>
       <td>{{eventStreams}}</td>
-      <td><form method="post" action="/admin/sessions/{{id}}/end">
+      <td><form method="post" action="/admin/sessions/{{url id}}/end">
         <input type="hidden" name="_csrf" value="{{../csrf}}">
         <button type="submit" class="danger">End session</button>
       </form></td>

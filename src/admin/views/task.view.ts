@@ -17,7 +17,7 @@ export const TASK_VIEW = `{{#> layout title=task.id nav="tasks"}}
 </div>
 <dl class="facts">
   <dt>Tool</dt><dd>{{task.toolName}}</dd>
-  <dt>Owner</dt><dd>{{#if task.ownerName}}{{task.ownerName}} · {{/if}}<a class="mono" href="/admin/tasks?owner={{task.ownerId}}">{{task.ownerId}}</a></dd>
+  <dt>Owner</dt><dd>{{#if task.ownerName}}{{task.ownerName}} · {{/if}}<a class="mono" href="/admin/tasks?owner={{url task.ownerId}}">{{task.ownerId}}</a></dd>
   <dt>Era</dt><dd>{{task.era}}{{#if task.sessionId}} · session <span class="mono">{{task.sessionId}}</span>{{/if}}</dd>
   <dt>Message</dt><dd>{{task.statusMessage}}</dd>
   <dt>Created</dt><dd><time datetime="{{iso task.createdAt}}">{{iso task.createdAt}}</time> ({{ago task.createdAt}})</dd>
