@@ -6,6 +6,7 @@
  * before tracing starts.
  */
 import './config/server.config.js';
+import './admin/admin.config.js';
 import './audit/audit.config.js';
 import './bus/bus.config.js';
 import './database/database.config.js';

@@ -1,6 +1,7 @@
 import { Module, type DynamicModule, type Type } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
 import { ScheduleModule } from '@nestjs/schedule';
+import { AdminModule } from './admin/admin.module.js';
 import { AuditModule } from './audit/audit.module.js';
 import { BusModule } from './bus/bus.module.js';
 import { AllExceptionsFilter } from './common/all-exceptions.filter.js';
@@ -56,6 +57,7 @@ export class AppModule {
         TasksModule,
         TasksProtocolModule,
         JanitorModule,
+        AdminModule.forRoot(config),
       ],
       providers: [{ provide: APP_FILTER, useClass: AllExceptionsFilter }],
     };

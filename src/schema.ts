@@ -21,6 +21,7 @@ import { TaskUsageBulkInsert1765120000000 } from '../migrations/1765120000000-ta
 import { OutstandingClientRequests1765130000000 } from '../migrations/1765130000000-outstanding-client-requests.js';
 import { DurableExecution1765200000000 } from '../migrations/1765200000000-durable-execution.js';
 import { AuditTrail1765300000000 } from '../migrations/1765300000000-audit-trail.js';
+import { ConsoleIndexes1765300000002 } from '../migrations/1765300000002-console-indexes.js';
 import { InstanceRole1765300000003 } from '../migrations/1765300000003-instance-role.js';
 
 /**
@@ -54,6 +55,7 @@ export const MIGRATIONS = [
   OutstandingClientRequests1765130000000,
   DurableExecution1765200000000,
   AuditTrail1765300000000,
+  ConsoleIndexes1765300000002,
   InstanceRole1765300000003,
 ];
 

@@ -27,4 +27,19 @@ export class InstancesAdminRepository {
     const byId = new Map(counts.map((c) => [c.instance_id, Number(c.n)]));
     return rows.map((r) => Object.assign(r, { liveTasks: byId.get(r.id) ?? 0 }));
   }
+
+  /**
+   * The console's instances: every one not stopped, and those stopped in the last `stoppedWithinMs`, newest
+   * first, at most `limit` (the table keeps every process that ever ran).
+   */
+  async consoleInstances(stoppedWithinMs: number, limit: number): Promise<ServiceInstance[]> {
+    return this.dataSource
+      .getRepository(ServiceInstance)
+      .createQueryBuilder('i')
+      .where('i.stopped_at IS NULL')
+      .orWhere(`i.stopped_at > now() - :ms * interval '1 millisecond'`, { ms: stoppedWithinMs })
+      .orderBy('i.started_at', 'DESC')
+      .limit(limit)
+      .getMany();
+  }
 }

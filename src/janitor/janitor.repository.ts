@@ -40,7 +40,9 @@ export class JanitorRepository {
 
   /**
    * How far behind the janitor is, in seconds (0 when nothing is due): `expire`, since the oldest live task
-   * passed its ttl; `delete`, since the oldest finished task passed ttl + grace. Both use the task_expires_idx.
+   * passed its ttl; `delete`, since the oldest finished task passed ttl + grace. Both are ranges of
+   * task_expires_idx: the grace is subtracted from now(), never added to the column, which would make the
+   * planner read the whole index (0.6 s at 1M rows when nothing is due, on every scrape and console view).
    */
   async janitorLag(graceMs: number): Promise<{ expire: number; delete: number }> {
     const [r] = await this.dataSource.query<Row[]>(
@@ -49,7 +51,7 @@ export class JanitorRepository {
             WHERE status IN ${LIVE_SQL} AND expires_at <= now())), 0) AS expire,
          COALESCE(EXTRACT(EPOCH FROM now() - (SELECT min(expires_at) + $1::int * interval '1 millisecond'
             FROM task WHERE status IN ${TERMINAL_SQL}
-              AND expires_at + $1::int * interval '1 millisecond' <= now())), 0) AS delete`,
+              AND expires_at <= now() - $1::int * interval '1 millisecond')), 0) AS delete`,
       [graceMs],
     );
     return { expire: toNumber(r.expire), delete: toNumber(r.delete) };
@@ -70,11 +72,12 @@ export class JanitorRepository {
       ]);
       if (ok !== true) return null;
       if (step === 'delete') {
+        // A range of task_expires_idx (grace off now(), as in janitorLag): a run with nothing due reads nothing.
         const rows = returned(
           await m.query(
             `DELETE FROM task WHERE id IN (
              SELECT id FROM task
-             WHERE status IN ${TERMINAL_SQL} AND expires_at + $2::int * interval '1 millisecond' <= now()
+             WHERE status IN ${TERMINAL_SQL} AND expires_at <= now() - $2::int * interval '1 millisecond'
              ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
            RETURNING id, owner_id, session_id, era, tool_name, status, attempt, created_at, trace_context`,
             [opts.batchSize, opts.graceMs],

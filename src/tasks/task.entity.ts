@@ -12,7 +12,9 @@ import type { InputRequest, TaskEra, TaskErrorPayload } from './task.types.js';
  * - task_status_lease_idx: the janitor's lapsed-lease sweep and the live count by status;
  * - task_expires_idx: the janitor's expiry and deletion sweeps;
  * - task_claim_idx: the claim of queued work (working, no instance) by available_at;
- * - task_owner_idempotency_idx: one task per (owner, Idempotency-Key) while it exists.
+ * - task_owner_idempotency_idx: one task per (owner, Idempotency-Key) while it exists;
+ * - task_created_idx, task_tool_created_idx, task_failed_created_idx, task_instance_created_idx,
+ *   task_redriven_from_idx: the /admin console's reads across owners (migration 1765300000002 says which).
  */
 @Entity({ name: 'task' })
 @Index('task_owner_created_idx', ['ownerId', 'createdAt', 'id'])
@@ -24,6 +26,13 @@ import type { InputRequest, TaskEra, TaskErrorPayload } from './task.types.js';
   unique: true,
   where: 'idempotency_key IS NOT NULL',
 })
+@Index('task_created_idx', ['createdAt', 'id'])
+@Index('task_tool_created_idx', ['toolName', 'createdAt', 'id'])
+@Index('task_failed_created_idx', ['status', 'createdAt', 'id'], {
+  where: `status IN ('failed', 'cancelled')`,
+})
+@Index('task_instance_created_idx', ['instanceId', 'createdAt', 'id'], { where: 'instance_id IS NOT NULL' })
+@Index('task_redriven_from_idx', ['redrivenFrom'], { where: 'redriven_from IS NOT NULL' })
 @Check('task_status_check', `"status" IN ('working', 'input_required', 'completed', 'failed', 'cancelled')`)
 @Check('task_era_check', `"era" IN ('legacy', 'modern')`)
 export class Task {

@@ -51,6 +51,9 @@ const TASK_REPOSITORY_CORE = [TaskTransactions, TaskAuditWriter, TaskChangePubli
   exports: [
     ...TASK_REPOSITORY_CORE,
     TasksRepository,
+    // The operator console's reads and its redrive (admin/).
+    TasksAdminRepository,
+    TaskCreationRepository,
     TaskMetrics,
     TaskRunnerService,
     TaskClaimer,

@@ -1,0 +1,144 @@
+import {
+  Controller,
+  Get,
+  NotFoundException,
+  Param,
+  Post,
+  Query,
+  Req,
+  Res,
+  UseFilters,
+  UseGuards,
+} from '@nestjs/common';
+import type { Request, Response } from 'express';
+import { AuditAdminRepository } from '../audit/audit-admin.repository.js';
+import { AuditTrail } from '../audit/audit-trail.service.js';
+import { TASK_STATUSES, isLive, isTerminal } from '../tasks/task-state.js';
+import { isWellFormedTaskId } from '../tasks/task-ids.js';
+import { TasksAdminRepository } from '../tasks/tasks-admin.repository.js';
+import { AdminActions, type ActionOutcome } from './admin-actions.service.js';
+import { AdminCsrf } from './admin-csrf.js';
+import { AdminExceptionFilter } from './admin-exception.filter.js';
+import { encodePosition, parseTaskQuery, queryString } from './admin-filters.js';
+import { flashOf } from './admin-flash.js';
+import { operatorLabel, operatorOf } from './admin-page.js';
+import { AdminViews } from './admin-views.js';
+import { AdminGuard } from './admin.guard.js';
+
+/** Rows per page of the task list. */
+export const TASK_PAGE_SIZE = 50;
+/** Finished tasks are counted up to this many per status (live ones exactly). */
+export const COUNT_BOUND = 10_000;
+/** Timeline rows shown on a task's page. */
+const TIMELINE_LIMIT = 200;
+/** Characters of the checkpoint's indented JSON shown. */
+const CHECKPOINT_PREVIEW_CHARS = 4000;
+/** "Redriven as" links shown. */
+const REDRIVEN_AS_LIMIT = 20;
+
+/** The tasks pages of the console: the list across every owner, a task's page, cancel and redrive. */
+@Controller('admin')
+@UseGuards(AdminGuard)
+@UseFilters(AdminExceptionFilter)
+export class AdminTasksController {
+  constructor(
+    private readonly tasks: TasksAdminRepository,
+    private readonly audit: AuditAdminRepository,
+    private readonly trail: AuditTrail,
+    private readonly actions: AdminActions,
+    private readonly views: AdminViews,
+    private readonly csrf: AdminCsrf,
+  ) {}
+
+  @Get()
+  root(@Res() res: Response): void {
+    res.redirect(302, '/admin/tasks');
+  }
+
+  @Get('tasks')
+  async list(@Req() req: Request, @Query() q: Record<string, unknown>, @Res() res: Response): Promise<void> {
+    const { filter, form, after } = parseTaskQuery(q);
+    const [rows, counts] = await Promise.all([
+      this.tasks.consoleTasks(filter, after, TASK_PAGE_SIZE),
+      this.tasks.consoleStatusCounts(COUNT_BOUND),
+    ]);
+    const page = rows.slice(0, TASK_PAGE_SIZE);
+    const last = page[page.length - 1];
+    const formFields = { ...form };
+    this.views.send(res, 'tasks', {
+      operator: operatorLabel(operatorOf(req)),
+      flash: flashOf(q.flash),
+      counts,
+      countBound: COUNT_BOUND,
+      statuses: TASK_STATUSES,
+      filter: form,
+      tasks: page,
+      nextPage:
+        rows.length > TASK_PAGE_SIZE && last
+          ? `/admin/tasks${queryString(formFields, { after: encodePosition(last.createdAt, last.id) })}`
+          : undefined,
+      firstPage: after ? `/admin/tasks${queryString(formFields)}` : undefined,
+    });
+  }
+
+  /** The counts alone, for the page's script to refresh them in place. */
+  @Get('tasks/counts')
+  async counts(@Res() res: Response): Promise<void> {
+    const counts = await this.tasks.consoleStatusCounts(COUNT_BOUND);
+    res.setHeader('Cache-Control', 'no-store');
+    res.json({ counts });
+  }
+
+  @Get('tasks/:id')
+  async show(
+    @Req() req: Request,
+    @Param('id') id: string,
+    @Query('flash') flash: unknown,
+    @Res() res: Response,
+  ): Promise<void> {
+    if (!isWellFormedTaskId(id)) throw new NotFoundException('No such task.');
+    const task = await this.tasks.consoleTask(id, CHECKPOINT_PREVIEW_CHARS);
+    if (!task) throw new NotFoundException(`No task ${id} (never created, or deleted after its retention).`);
+    const [timeline, redrivenAs] = await Promise.all([
+      this.audit.taskTimeline(id, TIMELINE_LIMIT + 1),
+      this.tasks.consoleRedrivenAs(id, REDRIVEN_AS_LIMIT),
+    ]);
+    const operator = operatorOf(req);
+    this.views.send(res, 'task', {
+      operator: operatorLabel(operator),
+      flash: flashOf(flash),
+      csrf: this.csrf.tokenFor(operator.id),
+      task,
+      live: isLive(task.status),
+      finished: isTerminal(task.status),
+      // traceparent: version-traceid-spanid-flags.
+      traceId: task.traceparent?.split('-')[1] ?? null,
+      checkpointTruncated: (task.checkpointPreview?.length ?? 0) >= CHECKPOINT_PREVIEW_CHARS,
+      previewChars: CHECKPOINT_PREVIEW_CHARS,
+      redrivenAs,
+      timeline: timeline.slice(0, TIMELINE_LIMIT),
+      timelineTruncated: timeline.length > TIMELINE_LIMIT,
+      timelineLimit: TIMELINE_LIMIT,
+      auditOff: !this.trail.enabled,
+    });
+  }
+
+  @Post('tasks/:id/cancel')
+  async cancel(@Req() req: Request, @Param('id') id: string, @Res() res: Response): Promise<void> {
+    if (!isWellFormedTaskId(id)) throw new NotFoundException('No such task.');
+    this.redirect(res, id, await this.actions.cancelTask(operatorOf(req), id));
+  }
+
+  @Post('tasks/:id/redrive')
+  async redrive(@Req() req: Request, @Param('id') id: string, @Res() res: Response): Promise<void> {
+    if (!isWellFormedTaskId(id)) throw new NotFoundException('No such task.');
+    this.redirect(res, id, await this.actions.redriveTask(operatorOf(req), id));
+  }
+
+  /** Post/Redirect/Get: a reload of the page the action lands on never repeats the action. */
+  private redirect(res: Response, id: string, outcome: ActionOutcome): void {
+    if (outcome.done === 'not-found') throw new NotFoundException(`No task ${id}.`);
+    const target = outcome.done === 'redriven' ? outcome.newTaskId : id;
+    res.redirect(303, `/admin/tasks/${encodeURIComponent(target)}?flash=${outcome.done}`);
+  }
+}
