@@ -26,17 +26,14 @@ import { AdminCsrf } from './admin-csrf.js';
 import { AdminExceptionFilter } from './admin-exception.filter.js';
 import { encodePosition, parseSessionQuery, queryString } from './admin-filters.js';
 import { flashOf } from './admin-flash.js';
+import { CONSOLE_LIMITS } from './admin-limits.js';
 import { samplesOf } from './admin-metrics.js';
 import { operatorLabel, operatorOf } from './admin-page.js';
 import { AdminViews } from './admin-views.js';
 import { AdminGuard } from './admin.guard.js';
-import { COUNT_BOUND } from './admin-tasks.controller.js';
 
-const SESSION_PAGE_SIZE = 50;
+const SESSION_PAGE_SIZE = CONSOLE_LIMITS.pageSize;
 const SESSION_ID = /^[\x21-\x7e]{1,128}$/;
-/** Stopped instances stay listed this long. */
-const STOPPED_SHOWN_MS = 3_600_000;
-const INSTANCES_SHOWN = 200;
 /** The janitor treats an instance as gone after this many missed heartbeats (janitor.service.ts). */
 const STALE_HEARTBEATS = 3;
 
@@ -118,7 +115,10 @@ export class AdminOperationsController {
 
   @Get('instances')
   async instanceList(@Req() req: Request, @Res() res: Response): Promise<void> {
-    const rows = await this.instances.consoleInstances(STOPPED_SHOWN_MS, INSTANCES_SHOWN);
+    const rows = await this.instances.consoleInstances(
+      CONSOLE_LIMITS.stoppedShownMs,
+      CONSOLE_LIMITS.instances,
+    );
     const [leases, readiness] = await Promise.all([
       this.tasks.consoleLeasesHeld(rows.map((r) => r.id)),
       this.health.readiness(),
@@ -151,7 +151,7 @@ export class AdminOperationsController {
   async janitor(@Req() req: Request, @Res() res: Response): Promise<void> {
     const registry = this.metrics.registry;
     const [backlog, lag, last, runs, rows] = await Promise.all([
-      this.tasks.consoleJanitorBacklog(this.tasksConfig.TASK_EXPIRED_GRACE_MS, COUNT_BOUND),
+      this.tasks.consoleJanitorBacklog(this.tasksConfig.TASK_EXPIRED_GRACE_MS, CONSOLE_LIMITS.countBound),
       samplesOf(registry, 'mcp_janitor_lag_seconds'),
       samplesOf(registry, 'mcp_janitor_last_success_timestamp_seconds'),
       samplesOf(registry, 'mcp_janitor_runs_total'),

@@ -21,20 +21,15 @@ import { AdminCsrf } from './admin-csrf.js';
 import { AdminExceptionFilter } from './admin-exception.filter.js';
 import { encodePosition, parseTaskQuery, queryString } from './admin-filters.js';
 import { flashOf } from './admin-flash.js';
+import { CONSOLE_LIMITS } from './admin-limits.js';
 import { operatorLabel, operatorOf } from './admin-page.js';
 import { AdminViews } from './admin-views.js';
 import { AdminGuard } from './admin.guard.js';
 
-/** Rows per page of the task list. */
-export const TASK_PAGE_SIZE = 50;
-/** Finished tasks are counted up to this many per status (live ones exactly). */
-export const COUNT_BOUND = 10_000;
-/** Timeline rows shown on a task's page. */
-const TIMELINE_LIMIT = 200;
-/** Characters of the checkpoint's indented JSON shown. */
-const CHECKPOINT_PREVIEW_CHARS = 4000;
-/** "Redriven as" links shown. */
-const REDRIVEN_AS_LIMIT = 20;
+const TASK_PAGE_SIZE = CONSOLE_LIMITS.pageSize;
+const COUNT_BOUND = CONSOLE_LIMITS.countBound;
+const TIMELINE_LIMIT = CONSOLE_LIMITS.timeline;
+const CHECKPOINT_PREVIEW_CHARS = CONSOLE_LIMITS.checkpointPreviewChars;
 
 /** The tasks pages of the console: the list across every owner, a task's page, cancel and redrive. */
 @Controller('admin')
@@ -101,7 +96,7 @@ export class AdminTasksController {
     if (!task) throw new NotFoundException(`No task ${id} (never created, or deleted after its retention).`);
     const [timeline, redrivenAs] = await Promise.all([
       this.audit.taskTimeline(id, TIMELINE_LIMIT + 1),
-      this.tasks.consoleRedrivenAs(id, REDRIVEN_AS_LIMIT),
+      this.tasks.consoleRedrivenAs(id, CONSOLE_LIMITS.redrivenAs),
     ]);
     const operator = operatorOf(req);
     this.views.send(res, 'task', {
