@@ -77,7 +77,7 @@ export class AdminActions {
     const session = await this.sessions.find(id);
     if (!session) return { done: 'not-found' };
     if (session.endedAt) return { done: 'already-ended' };
-    await asActor(operatorOf(operator), () => this.sessions.end(session));
+    await asActor(operatorOf(operator), () => this.sessions.end(session, 'operator'));
     this.logger.log(`session ${id} ended by operator ${operator.id}`);
     return { done: 'ended' };
   }

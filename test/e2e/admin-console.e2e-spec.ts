@@ -414,7 +414,16 @@ describe('the /admin console over HTTP (real AppModule, SSO proxy and API keys)'
     });
 
     it('shows the instances, the janitor and the quotas', async () => {
+      // Another instance's row (a worker stopped a minute ago): its role comes from its row, not this process.
+      await withClient(db.url, (c) =>
+        c.query(
+          `INSERT INTO service_instance (id, hostname, pid, version, role, started_at, heartbeat_at, stopped_at)
+           VALUES (gen_random_uuid(), 'worker-host', 4242, '0.0.1', 'worker', now() - interval '1 hour',
+                   now() - interval '1 minute', now() - interval '1 minute')`,
+        ),
+      );
       const instances = await http().get('/admin/instances').set(ADMIN).expect(200);
+      expect(instances.text).toMatch(/<td>worker<\/td>\s*<td>worker-host<\/td>/);
       const self = await withClient(db.url, (c) =>
         c.query<{ id: string }>('SELECT id FROM service_instance WHERE stopped_at IS NULL'),
       );

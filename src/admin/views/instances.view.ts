@@ -6,12 +6,13 @@ readiness <strong class="status status-{{#if self.ready}}completed{{else}}failed
 <p class="hint">An instance is <em>silent</em> after three missed heartbeats ({{silentAfter}}); the janitor then
 rescues its tasks. Instances stopped in the last hour are listed too.</p>
 <table class="list">
-  <thead><tr><th>Instance</th><th>State</th><th>Host</th><th>PID</th><th>Version</th><th>Started</th><th>Heartbeat</th><th>Leases held</th></tr></thead>
+  <thead><tr><th>Instance</th><th>State</th><th>Role</th><th>Host</th><th>PID</th><th>Version</th><th>Started</th><th>Heartbeat</th><th>Leases held</th></tr></thead>
   <tbody>
   {{#each instances}}
     <tr>
       <td class="mono">{{id}}{{#if self}} (this one){{/if}}</td>
       <td><span class="state state-{{state}}">{{state}}</span></td>
+      <td>{{role}}</td>
       <td>{{hostname}}</td>
       <td>{{pid}}</td>
       <td>{{version}}</td>
@@ -20,7 +21,7 @@ rescues its tasks. Instances stopped in the last hour are listed too.</p>
       <td>{{#if leases}}<a href="/admin/tasks?instance={{id}}">{{leases}}</a>{{else}}0{{/if}}</td>
     </tr>
   {{else}}
-    <tr><td colspan="8" class="empty">No instance.</td></tr>
+    <tr><td colspan="9" class="empty">No instance.</td></tr>
   {{/each}}
   </tbody>
 </table>
