@@ -69,6 +69,15 @@ describe('the /admin console over HTTP (real AppModule, SSO proxy and API keys)'
       );
       return r.rows[0];
     });
+  /** The audit rows of a task or a session, oldest first. */
+  const auditOf = (column: 'task_id' | 'session_id', id: string) =>
+    withClient(db.url, async (c) => {
+      const r = await c.query(
+        `SELECT kind, actor, principal, detail FROM mcp_audit_event WHERE ${column} = $1 ORDER BY id`,
+        [id],
+      );
+      return r.rows;
+    });
 
   /** A console POST as a browser on the console's own page sends it. */
   const post = (path: string, token: string, headers: Record<string, string> = ADMIN) =>
@@ -356,6 +365,31 @@ describe('the /admin console over HTTP (real AppModule, SSO proxy and API keys)'
       expect(old.text).toContain(`href="/admin/tasks/${newId}"`);
       const fresh = await http().get(`/admin/tasks/${newId}`).set(ADMIN).expect(200);
       expect(fresh.text).toContain(`href="/admin/tasks/${task.taskId}"`);
+      // Both actions are in the audit trail under the operator who took them, from the console.
+      // Principal ids are opaque: the operator's is a proxy principal other than the owner's (detail.owner).
+      const created = (await auditOf('task_id', task.taskId)).find((r) => r.kind === 'task.created');
+      const ownerId = created?.principal as string;
+      const operator = expect.not.stringMatching(new RegExp(`^${ownerId}$`));
+      const via = { via: 'console' };
+      expect(await auditOf('task_id', task.taskId)).toEqual(
+        expect.arrayContaining([
+          {
+            kind: 'task.cancelled',
+            actor: 'operator',
+            principal: operator,
+            detail: expect.objectContaining(via),
+          },
+          {
+            kind: 'task.redriven',
+            actor: 'operator',
+            principal: operator,
+            detail: expect.objectContaining({ ...via, owner: ownerId, newTaskId: newId }),
+          },
+        ]),
+      );
+      // The old task's timeline on its page shows them.
+      expect(old.text).toContain('task.cancelled');
+      expect(old.text).toContain('task.redriven');
       await client.result('tasks/cancel', { taskId: newId });
     }, 30_000);
 
@@ -411,6 +445,15 @@ describe('the /admin console over HTTP (real AppModule, SSO proxy and API keys)'
       const after = await http().get('/admin/sessions?flash=ended').set(ADMIN).expect(200);
       expect(after.text).toContain('Session ended');
       expect(after.text).not.toContain(client.sessionId);
+      expect(await auditOf('session_id', client.sessionId)).toEqual([
+        expect.objectContaining({ kind: 'session.opened', actor: 'owner' }),
+        {
+          kind: 'session.ended',
+          actor: 'operator',
+          principal: expect.stringMatching(/^proxy:/),
+          detail: expect.objectContaining({ reason: 'operator', via: 'console' }),
+        },
+      ]);
     });
 
     it('shows the instances, the janitor and the quotas', async () => {
