@@ -220,6 +220,6 @@ export class TaskAuditWriter {
   }
 
   private policyOf(toolName: string): AuditPolicy {
-    return this.tools?.getTool(toolName)?.audit ?? NO_AUDIT;
+    return this.tools?.auditPolicyOf(toolName) ?? NO_AUDIT;
   }
 }

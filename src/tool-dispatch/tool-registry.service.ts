@@ -21,6 +21,7 @@ import type {
   ResourceTemplateDescriptor,
   ToolDescriptor,
 } from './tool-dispatch.types.js';
+import { NO_AUDIT, type AuditPolicy } from './tool-dispatch.types.js';
 import { ToolExplorer } from './tool-explorer.service.js';
 import { isJsonObject } from '../common/json.js';
 import { errorMessage } from '../common/error-message.js';
@@ -61,11 +62,23 @@ export class ToolRegistry implements OnModuleInit {
     completions: new Map(),
   };
 
+  /**
+   * The audit declarations of the tools that made one, apart from the catalog: the task audit writer asks for
+   * a tool's policy on every creation and completion, and that must not be a second lookup of the tool a
+   * call has already resolved (usually this map is empty).
+   */
+  private auditPolicies = new Map<string, AuditPolicy>();
+
   constructor(private readonly explorer: ToolExplorer) {}
 
   onModuleInit(): void {
     this.catalog = this.explorer.explore();
     const c = this.catalog;
+    this.auditPolicies = new Map(
+      [...c.tools.entries()].flatMap(([name, t]) =>
+        t.descriptor.audit === NO_AUDIT ? [] : [[name, t.descriptor.audit] as const],
+      ),
+    );
     this.logger.log(
       `MCP registry: ${c.tools.size} tools, ${c.resources.size} resources, ${c.templates.size} resource templates, ` +
         `${c.prompts.size} prompts, ${c.completions.size} completions`,
@@ -104,6 +117,11 @@ export class ToolRegistry implements OnModuleInit {
 
   getTool(name: string): ToolDescriptor | undefined {
     return this.catalog.tools.get(name)?.descriptor;
+  }
+
+  /** The fields a tool opted into the audit trail (`@McpTool({ audit })`); NO_AUDIT for most tools. */
+  auditPolicyOf(name: string): AuditPolicy {
+    return this.auditPolicies.get(name) ?? NO_AUDIT;
   }
 
   /** Whether a tool has this name (a label guard; a call resolves its tool with `resolve`). */
