@@ -15,6 +15,23 @@ export function asActor<T>(actor: AuditActor, fn: () => T): T {
   return actorStore.run(actor, fn);
 }
 
+/**
+ * A context captured earlier and put back (captureAuditContext, inAuditContext): work batched on behalf of
+ * several callers (a commit group of creations or outcomes runs in whichever caller's context came first)
+ * writes each caller's rows under that caller's context.
+ */
+const pinnedStore = new AsyncLocalStorage<AuditContext>();
+
+/** The audit context of the code running now, to hand to inAuditContext later. */
+export function captureAuditContext(): AuditContext {
+  return currentAuditContext();
+}
+
+/** Runs `fn` with `ctx` as the audit context of every row it writes (see pinnedStore). */
+export function inAuditContext<T>(ctx: AuditContext, fn: () => T): T {
+  return pinnedStore.run(ctx, fn);
+}
+
 /** The audit context of the code running now. */
 export interface AuditContext {
   actor: AuditActor;
@@ -23,6 +40,8 @@ export interface AuditContext {
 }
 
 export function currentAuditContext(): AuditContext {
+  const pinned = pinnedStore.getStore();
+  if (pinned) return pinned;
   const request = requestContext.getStore();
   const explicit = actorStore.getStore();
   const actor: AuditActor =

@@ -31,6 +31,7 @@ import { McpSession } from '../sessions/session.entity.js';
 import { SessionsRepository } from '../sessions/sessions.repository.js';
 import { TaskMetrics } from '../tasks/task-metrics.service.js';
 import { announceSessionEnd } from '../sessions/session-end-announcer.js';
+import { TaskAuditWriter } from '../tasks/task-audit-writer.js';
 import { TaskChangePublisher } from '../tasks/task-change-publisher.js';
 import { TaskCreationRepository } from '../tasks/task-creation.repository.js';
 import { TaskOutcomesRepository } from '../tasks/task-outcomes.repository.js';
@@ -109,7 +110,9 @@ export function buildCliServices(ds: DataSource, config: LoadedConfig): CliServi
   // Publishing needs no LISTEN connection: it is a pg_notify inside the caller's transaction.
   const bus = new PgBusService(busConfig, databaseConfig, ds, instances, metrics, health);
   const transactions = new TaskTransactions(ds, tasksConfig);
-  const publisher = new TaskChangePublisher(bus);
+  // The CLI's task changes (cancel, retry) are audited like the server's, in their own transactions.
+  const taskAudit = new TaskAuditWriter(audit);
+  const publisher = new TaskChangePublisher(bus, taskAudit);
   const writer = new TaskRowWriter(transactions, publisher);
   const tasks = new TasksRepository(ds, transactions, writer, publisher);
   const tasksAdmin = new TasksAdminRepository(ds);
@@ -166,8 +169,9 @@ export function buildCliServices(ds: DataSource, config: LoadedConfig): CliServi
     },
     instancesAdmin: new InstancesAdminRepository(ds),
     janitor: new JanitorService(
-      new JanitorRepository(ds, transactions, writer),
+      new JanitorRepository(ds, transactions, writer, taskAudit),
       config.get(JanitorConfig),
+      config.get(AuditConfig),
       tasksConfig,
       instancesConfig,
       instances,

@@ -3,6 +3,7 @@ import { DataSource } from 'typeorm';
 import { AdvisoryLockKey } from '../database/advisory-locks.js';
 import type { SqlTx } from '../database/sql-transaction.js';
 import { EXPIRED } from '../tasks/task-failures.js';
+import { TaskAuditWriter } from '../tasks/task-audit-writer.js';
 import { TaskRowWriter, type SweptTask } from '../tasks/task-row-writer.js';
 import { planRescue } from './janitor-rescue.js';
 import { LIVE_SQL, returned, TERMINAL_SQL, toNumber, type Row } from '../tasks/task-sql.js';
@@ -34,6 +35,7 @@ export class JanitorRepository {
     private readonly dataSource: DataSource,
     private readonly transactions: TaskTransactions,
     private readonly writer: TaskRowWriter,
+    private readonly audit: TaskAuditWriter,
   ) {}
 
   /**
@@ -74,14 +76,52 @@ export class JanitorRepository {
              SELECT id FROM task
              WHERE status IN ${TERMINAL_SQL} AND expires_at + $2::int * interval '1 millisecond' <= now()
              ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-           RETURNING id, tool_name, status, created_at, trace_context`,
+           RETURNING id, owner_id, session_id, era, tool_name, status, attempt, created_at, trace_context`,
             [opts.batchSize, opts.graceMs],
           ),
+        );
+        // The last trace of a task: once its row is gone, only the audit trail says it existed.
+        await this.audit.deleted(
+          m,
+          rows.map((r) => ({
+            id: r.id as string,
+            ownerId: r.owner_id as string,
+            sessionId: (r.session_id as string | null) ?? null,
+            era: r.era as string,
+            toolName: r.tool_name as string,
+            status: r.status as TaskStatus,
+            attempt: toNumber(r.attempt),
+            createdAt: r.created_at as Date,
+          })),
         );
         return rows.map(toSwept);
       }
       return this.failBatch(m, step, opts);
     }, true);
+  }
+
+  /**
+   * One bounded batch of the audit retention: deletes up to `batchSize` of the oldest audit rows older than
+   * `retentionDays` (by `at`, on its index), under the janitor's advisory lock like the task steps. Null
+   * when another instance holds the lock, else how many rows went.
+   */
+  async deleteAuditBatch(retentionDays: number, batchSize: number): Promise<number | null> {
+    return this.transactions.tx(async (m) => {
+      const [{ ok }] = await m.query<Row>('SELECT pg_try_advisory_xact_lock($1) AS ok', [
+        AdvisoryLockKey.Janitor,
+      ]);
+      if (ok !== true) return null;
+      const [{ n }] = await m.query<Row>(
+        `WITH gone AS (
+           DELETE FROM mcp_audit_event WHERE id IN (
+             SELECT id FROM mcp_audit_event WHERE at < now() - $1::int * interval '1 day'
+             ORDER BY at LIMIT $2)
+           RETURNING 1)
+         SELECT count(*)::int AS n FROM gone`,
+        [retentionDays, batchSize],
+      );
+      return toNumber(n);
+    });
   }
 
   /** Startup recovery outside the janitor lock (rescues, see planRescue): idempotent (SKIP LOCKED, status checked in SQL). */

@@ -2,6 +2,9 @@ import { errorMessage } from '../common/error-message.js';
 import { Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { Counter, Gauge, Histogram } from 'prom-client';
+import { asActor } from '../audit/audit-context.js';
+import type { AuditActor } from '../audit/audit.types.js';
+import { AuditConfig } from '../audit/audit.config.js';
 import { InstancesService } from '../instances/instances.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { context, SpanStatusCode, trace } from '@opentelemetry/api';
@@ -15,6 +18,8 @@ import { TasksConfig } from '../tasks/tasks.config.js';
 import { JanitorConfig } from './janitor.config.js';
 
 const JOB = 'task-janitor';
+/** The janitor's writes (expiries, rescues, deletions) are audited as its own. */
+const JANITOR: AuditActor = { kind: 'janitor' };
 /** Startup recovery: at most this many batches (the periodic run picks up anything left). */
 const MAX_RECOVERY_BATCHES = 20;
 /** An instance whose heartbeat is older than this many heartbeat intervals is considered gone. */
@@ -22,7 +27,8 @@ const STALE_HEARTBEATS = 3;
 
 export interface JanitorReport {
   result: 'ok' | 'skipped';
-  rows: Record<JanitorStep, number>;
+  /** Task rows per step, and `audit`: audit rows deleted past AUDIT_RETENTION_DAYS. */
+  rows: Record<JanitorStep | 'audit', number>;
 }
 
 /**
@@ -32,7 +38,10 @@ export interface JanitorReport {
  *    the change notification);
  * 2. lease_lapsed: live tasks whose lease ran out (their process died) → rescued;
  * 3. instance_gone: live tasks held by a stopped or silent instance → rescued;
- * 4. delete: finished tasks past created + ttl + TASK_EXPIRED_GRACE_MS → deleted.
+ * 4. delete: finished tasks past created + ttl + TASK_EXPIRED_GRACE_MS → deleted (each one's last audit row,
+ *    task.deleted, goes in with its batch);
+ * 5. audit: audit rows older than AUDIT_RETENTION_DAYS → deleted, oldest first.
+ * Every step runs as the janitor (asActor), so the audit rows it causes say so.
  * Every step is idempotent: rows are claimed with FOR UPDATE SKIP LOCKED and re-checked in SQL.
  * A rescue (planRescue) re-queues a resumable task that has attempts left as its next attempt, claimable at
  * once by any instance; any other task fails "worker lost" (a resumable one out of attempts says how many).
@@ -55,12 +64,14 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
   private readonly duration: Histogram;
   private readonly lastSuccess: Gauge;
   private readonly outageGraceSkips: Counter;
+  private readonly auditDeleted: Counter;
   private sweeping: Promise<JanitorReport> | undefined;
   private stopped = false;
 
   constructor(
     private readonly repo: JanitorRepository,
     private readonly config: JanitorConfig,
+    private readonly auditConfig: AuditConfig,
     private readonly tasksConfig: TasksConfig,
     private readonly instancesConfig: InstancesConfig,
     private readonly instances: InstancesService,
@@ -90,6 +101,11 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
     this.outageGraceSkips = new Counter({
       name: 'mcp_janitor_outage_grace_skips_total',
       help: 'Worker-lost steps the janitor postponed because this instance saw a database failure less than TASK_LEASE_MS ago.',
+      registers,
+    });
+    this.auditDeleted = new Counter({
+      name: 'mcp_janitor_audit_rows_deleted_total',
+      help: 'Audit trail rows the janitor deleted because they were older than AUDIT_RETENTION_DAYS.',
       registers,
     });
     // Every result and action exists at 0 from boot, so increase() sees the first one.
@@ -147,7 +163,7 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
 
   /** Rescues live tasks held by stopped or silent instances (never this one). Returns how many. */
   recoverOrphans(): Promise<number> {
-    return this.traced('janitor recover_orphans', () => this.recoverOrphansNow());
+    return asActor(JANITOR, () => this.traced('janitor recover_orphans', () => this.recoverOrphansNow()));
   }
 
   private async recoverOrphansNow(): Promise<number> {
@@ -167,7 +183,7 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
 
   /** One sweep (also what the schedule calls). Overlapping calls on one instance share the same run. */
   runOnce(): Promise<JanitorReport> {
-    this.sweeping ??= this.traced('janitor sweep', () => this.sweep()).finally(() => {
+    this.sweeping ??= asActor(JANITOR, () => this.traced('janitor sweep', () => this.sweep())).finally(() => {
       this.sweeping = undefined;
     });
     return this.sweeping;
@@ -191,7 +207,7 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
 
   private async sweep(): Promise<JanitorReport> {
     const started = process.hrtime.bigint();
-    const rows: Record<JanitorStep, number> = { expire: 0, lease_lapsed: 0, instance_gone: 0, delete: 0 };
+    const rows: JanitorReport['rows'] = { expire: 0, lease_lapsed: 0, instance_gone: 0, delete: 0, audit: 0 };
     const opts = {
       batchSize: this.config.JANITOR_BATCH_SIZE,
       graceMs: this.tasksConfig.TASK_EXPIRED_GRACE_MS,
@@ -205,24 +221,24 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
           this.outageGraceSkips.inc();
           continue;
         }
-        // A backlog is worked off in full batches for up to one interval per step, paced so that the
-        // batches take JANITOR_DUTY_PERCENT of the time and live traffic keeps the rest.
-        const stepEnd = performance.now() + Math.max(1000, this.config.JANITOR_INTERVAL_MS);
-        const pauseFactor = 100 / this.config.JANITOR_DUTY_PERCENT - 1;
-        while (!this.stopped) {
-          const batchStarted = performance.now();
+        const done = await this.inBatches(async () => {
           const batch = await this.repo.janitorBatch(step, opts);
-          if (batch === null) {
-            this.runs.inc({ result: 'skipped' });
-            return { result: 'skipped', rows };
-          }
+          if (batch === null) return null;
           this.account(step, batch);
           rows[step] += batch.length;
-          if (batch.length < opts.batchSize || performance.now() >= stepEnd) break;
-          const pause = (performance.now() - batchStarted) * pauseFactor;
-          if (pause > 0) await new Promise((resolve) => setTimeout(resolve, pause).unref());
-        }
+          return batch.length;
+        });
+        if (!done) return this.skipped(rows);
       }
+      const retention = this.auditConfig.AUDIT_RETENTION_DAYS;
+      const auditDone = await this.inBatches(async () => {
+        const n = await this.repo.deleteAuditBatch(retention, opts.batchSize);
+        if (n === null) return null;
+        this.auditDeleted.inc(n);
+        rows.audit += n;
+        return n;
+      });
+      if (!auditDone) return this.skipped(rows);
     } catch (err) {
       this.instances.noteDbError();
       this.runs.inc({ result: 'error' });
@@ -232,6 +248,31 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
     this.duration.observe(Number(process.hrtime.bigint() - started) / 1e9);
     this.lastSuccess.set(Date.now() / 1000);
     return { result: 'ok', rows };
+  }
+
+  private skipped(rows: JanitorReport['rows']): JanitorReport {
+    this.runs.inc({ result: 'skipped' });
+    return { result: 'skipped', rows };
+  }
+
+  /**
+   * Runs one step's `batch` until it comes back short (fewer than JANITOR_BATCH_SIZE rows): a backlog is
+   * worked off in full batches for up to one interval per step, paced so that the batches take
+   * JANITOR_DUTY_PERCENT of the time and live traffic keeps the rest. False when a batch found another
+   * instance sweeping (it returned null): the run stops there.
+   */
+  private async inBatches(batch: () => Promise<number | null>): Promise<boolean> {
+    const stepEnd = performance.now() + Math.max(1000, this.config.JANITOR_INTERVAL_MS);
+    const pauseFactor = 100 / this.config.JANITOR_DUTY_PERCENT - 1;
+    while (!this.stopped) {
+      const batchStarted = performance.now();
+      const n = await batch();
+      if (n === null) return false;
+      if (n < this.config.JANITOR_BATCH_SIZE || performance.now() >= stepEnd) break;
+      const pause = (performance.now() - batchStarted) * pauseFactor;
+      if (pause > 0) await new Promise((resolve) => setTimeout(resolve, pause).unref());
+    }
+    return true;
   }
 
   private account(step: JanitorStep, rows: SweptTask[]): void {

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { PgBusService } from '../bus/pg-bus.service.js';
 import type { SqlTx } from '../database/sql-transaction.js';
+import { TaskAuditWriter, type TaskAuditNote } from './task-audit-writer.js';
 import type { TaskStatus } from './task-state.js';
 import type { TaskChange, TaskSnapshot } from './task.types.js';
 import { TASK_QUEUE_CHANNEL, type QueuedNotice } from './task-queue.js';
@@ -15,8 +16,8 @@ export const TASK_CHANNEL = 'mcp_task_changed';
 export type TaskChangeHook = (tx: SqlTx, task: TaskSnapshot, previous: TaskStatus | null) => Promise<void>;
 
 /**
- * Announces every task change from inside the transaction that makes it: the change hooks (outboxes such as
- * the legacy era's logged status notification) and the bus notification, which PostgreSQL delivers at
+ * Announces every task change from inside the transaction that makes it: its audit rows (TaskAuditWriter),
+ * the change hooks (outboxes such as the legacy era's logged status notification) and the bus notification, which PostgreSQL delivers at
  * commit and never on rollback. It also keeps the one lock order every task transaction follows (task rows,
  * the creation lock, counter rows, then the sessions' stream rows; docs/architecture.md): a transaction's
  * counter rows are taken before the first outbox row it writes. Every task repository publishes through it.
@@ -27,7 +28,10 @@ export class TaskChangePublisher {
   /** Transactions whose deferred counter triggers are already queued to fire before their outbox rows. */
   private readonly countedNow = new WeakSet<SqlTx>();
 
-  constructor(private readonly bus: PgBusService) {}
+  constructor(
+    private readonly bus: PgBusService,
+    private readonly audit: TaskAuditWriter,
+  ) {}
 
   /** Adds a hook run inside every task-changing transaction (see TaskChangeHook). */
   addChangeHook(hook: TaskChangeHook): void {
@@ -35,10 +39,16 @@ export class TaskChangePublisher {
   }
 
   /**
-   * Publishes `task`'s change inside `m`, after its write. Callers that publish several changes in one
-   * transaction do so in session order (bySession, bySessionRow).
+   * Publishes `task`'s change inside `m`, after its write, and records it in the audit trail (TaskAuditWriter:
+   * queued to go with the COMMIT, no round trip of its own); `audit` says why when the change alone does not.
+   * Callers that publish several changes in one transaction do so in session order (bySession, bySessionRow).
    */
-  async publish(m: SqlTx, task: TaskSnapshot, previous: TaskStatus | null): Promise<void> {
+  async publish(
+    m: SqlTx,
+    task: TaskSnapshot,
+    previous: TaskStatus | null,
+    audit?: TaskAuditNote,
+  ): Promise<void> {
     if (!this.countedNow.has(m)) {
       // Counter rows before stream rows, in every transaction: a single write's deferred counter triggers
       // would otherwise fire at COMMIT, after its outbox rows, while a bulk or grouped write (counted by its
@@ -57,6 +67,7 @@ export class TaskChangePublisher {
       previousStatus: previous,
       generation: task.generation,
     };
+    await this.audit.changed(m, task, previous, audit);
     for (const hook of this.changeHooks) await hook(m, task, previous);
     await this.bus.publish(TASK_CHANNEL, { ...change }, m);
   }

@@ -6,11 +6,13 @@ import {
   type OnApplicationShutdown,
   type OnModuleInit,
 } from '@nestjs/common';
+import { asActor } from '../audit/audit-context.js';
 import { PgBusService } from '../bus/pg-bus.service.js';
 import { errorMessage } from '../common/error-message.js';
 import { InstancesConfig } from '../instances/instances.config.js';
 import { InstancesService } from '../instances/instances.service.js';
 import { LifecycleService } from '../lifecycle/lifecycle.service.js';
+import { requestContext } from '../logging/request-context.js';
 import { TaskMetrics } from './task-metrics.service.js';
 import { queuedNotice, TASK_QUEUE_CHANNEL } from './task-queue.js';
 import { TaskQueueRepository } from './task-queue.repository.js';
@@ -169,9 +171,15 @@ export class TaskClaimer
       return;
     }
     this.looping = true;
-    void this.claimLoop().finally(() => {
-      this.looping = false;
-    });
+    // A wake from inside a request (a creation giving its slot back) must not lend that request's id and
+    // principal to the claims and runs that follow: they are the worker's (audit trail, log correlation).
+    void requestContext.exit(() =>
+      asActor({ kind: 'worker' }, () =>
+        this.claimLoop().finally(() => {
+          this.looping = false;
+        }),
+      ),
+    );
   }
 
   private mayRun(): boolean {

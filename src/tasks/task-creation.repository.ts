@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { TasksConfig } from './tasks.config.js';
+import { captureAuditContext, inAuditContext, type AuditContext } from '../audit/audit-context.js';
 import { AdvisoryLockKey } from '../database/advisory-locks.js';
 import { runPrepared, type PreparedStatement } from '../database/prepared-query.js';
 import { inTransaction, type SqlTx } from '../database/sql-transaction.js';
@@ -123,6 +124,8 @@ class KeyFreedAgain extends Error {}
 interface Creation {
   task: NewTask;
   limits: CreationLimits;
+  /** Who asked for it (the audit trail's actor, principal, request): a group runs in one caller's context. */
+  audit: AuditContext;
 }
 
 /**
@@ -149,7 +152,7 @@ export class TaskCreationRepository {
       maxGroup,
       maxInFlight: 1,
       runGroup: (entries) => this.insertGroup(entries),
-      runOne: (c) => this.insertAlone(c.task, c.limits),
+      runOne: (c) => inAuditContext(c.audit, () => this.insertAlone(c.task, c.limits)),
       onGroup: (size, fellBack) => this.groupListeners.forEach((l) => l('create', size, fellBack)),
     });
   }
@@ -165,7 +168,7 @@ export class TaskCreationRepository {
    * are committed as a group (insertGroup); a group that cannot take them all runs each one alone.
    */
   insertWithLimits(t: NewTask, limits: CreationLimits): Promise<TaskSnapshot> {
-    return this.creations.submit({ task: t, limits });
+    return this.creations.submit({ task: t, limits, audit: captureAuditContext() });
   }
 
   /**
@@ -201,7 +204,7 @@ export class TaskCreationRepository {
         }
         const task = rowToSnapshot(rows[0]);
         this.checkLimitsAtCommit(m, t.ownerId, limits);
-        await this.publisher.publish(m, task, null);
+        await this.publisher.publish(m, task, null, { detail: { idempotencyKey: t.idempotencyKey } });
         await this.publisher.announceQueued(m, task);
         return { task, created: true, requestHash: t.requestHash ?? null };
       });
@@ -307,8 +310,9 @@ export class TaskCreationRepository {
           if (!task) throw new Error(`commit group: no row came back for task ${t.id}`);
           return task;
         });
+        const askedBy = new Map(entries.map((e) => [e.task.id, e.audit]));
         for (const task of [...created].sort(bySession)) {
-          await this.publisher.publish(m, task, null);
+          await inAuditContext(askedBy.get(task.id)!, () => this.publisher.publish(m, task, null));
           await this.publisher.announceQueued(m, task);
         }
         return created;

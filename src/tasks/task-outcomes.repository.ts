@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { isDeepStrictEqual } from 'node:util';
 import { DataSource } from 'typeorm';
 import { hasNul, jsonHasNul, unstorableText, UnstorableValueError } from '../common/storable-text.js';
+import { captureAuditContext, inAuditContext, type AuditContext } from '../audit/audit-context.js';
 import { DatabaseConfig } from '../database/database.config.js';
 import { TasksConfig } from './tasks.config.js';
 import type { PreparedStatement } from '../database/prepared-query.js';
@@ -100,6 +101,8 @@ interface Outcome {
   fields: OutcomeFields;
   /** The result (completed) or error (failed) as JSON, made once for whichever path writes it. */
   payload: string;
+  /** The run's audit context: a group runs in one of its runs' context. */
+  audit: AuditContext;
 }
 
 /** Whether `t` holds exactly the outcome `fields` of the run `fence`, written by that run (see finishOnce). */
@@ -149,7 +152,7 @@ export class TaskOutcomesRepository {
       // the task waits for it), leaving half the pool to everything else.
       maxInFlight: Math.max(1, Math.floor(database.DB_POOL_MAX / 2)),
       runGroup: (entries) => this.finishGroup(entries),
-      runOne: (o) => this.finishAlone(o.fence, o.to, o.fields, o.payload),
+      runOne: (o) => inAuditContext(o.audit, () => this.finishAlone(o.fence, o.to, o.fields, o.payload)),
       onGroup: (size, fellBack) => this.groupListeners.forEach((l) => l('finish', size, fellBack)),
     });
   }
@@ -190,7 +193,7 @@ export class TaskOutcomesRepository {
         : (unstorableText(value, to === 'completed' ? 'result' : 'error') ?? 'it contains a NUL character');
       return Promise.reject(new UnstorableValueError(where));
     }
-    return this.outcomes.submit({ fence, to, fields, payload });
+    return this.outcomes.submit({ fence, to, fields, payload, audit: captureAuditContext() });
   }
 
   private finishAlone(
@@ -273,8 +276,9 @@ export class TaskOutcomesRepository {
         for (const row of rows.sort(bySessionRow)) {
           const task = rowToSnapshot(row);
           const previous = row.previous_status as TaskStatus;
-          await this.publisher.publish(m, task, previous);
-          answers[firstOfTask.get(task.id)!] = {
+          const i = firstOfTask.get(task.id)!;
+          await inAuditContext(entries[i].audit, () => this.publisher.publish(m, task, previous));
+          answers[i] = {
             applied: true,
             task,
             previous,

@@ -86,7 +86,13 @@ export class TaskQueueRepository {
         waitedMs: toNumber(r.waited_ms),
       }));
       claimed.sort((a, b) => bySession(a.task, b.task));
-      for (const c of claimed) await this.publisher.publish(m, c.task, 'working');
+      for (const c of claimed) {
+        await this.publisher.publish(m, c.task, 'working', {
+          kind: 'task.attempt',
+          actor: 'worker',
+          detail: { start: 'claimed', waitedMs: Math.round(c.waitedMs) },
+        });
+      }
       return claimed;
     });
   }

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { PreparedStatement } from '../database/prepared-query.js';
 import type { SqlTx } from '../database/sql-transaction.js';
 import type { StoredTraceContext } from '../telemetry/trace-context.js';
+import type { TaskAuditNote } from './task-audit-writer.js';
 import { TaskChangePublisher } from './task-change-publisher.js';
 import { EXPIRED } from './task-failures.js';
 import { bySessionRow, NOW_MS, returned, rowToSnapshot, SNAPSHOT_COLUMNS, type Row } from './task-sql.js';
@@ -115,10 +116,21 @@ export class TaskRowWriter {
   async expireLockedIfDue(m: SqlTx, locked: LockedTask): Promise<TaskSnapshot | null> {
     const current = locked.task;
     if (!isLive(current.status) || !locked.pastTtl) return null;
-    return this.transition(m, current, 'failed', { statusMessage: 'Task expired', error: EXPIRED }, true);
+    return this.transition(
+      m,
+      current,
+      'failed',
+      { statusMessage: 'Task expired', error: EXPIRED },
+      true,
+      { kind: 'clear' },
+      { kind: 'task.expired' },
+    );
   }
 
-  /** A checked status change: refuses anything the state machine forbids, then writes and publishes. */
+  /**
+   * A checked status change: refuses anything the state machine forbids, then writes and publishes (with
+   * `audit`, what the audit trail should know beyond the change itself).
+   */
   async transition(
     m: SqlTx,
     current: TaskSnapshot,
@@ -126,6 +138,7 @@ export class TaskRowWriter {
     fields: Partial<NextState>,
     bumpGeneration: boolean,
     lease: LeaseChange = isLive(to) ? { kind: 'keep' } : { kind: 'clear' },
+    audit?: TaskAuditNote,
   ): Promise<TaskSnapshot> {
     if (!canTransition(current.status, to)) {
       throw new Error(`illegal task transition ${current.status} -> ${to} (${current.id})`);
@@ -142,7 +155,7 @@ export class TaskRowWriter {
       },
       lease,
     );
-    await this.publisher.publish(m, task, current.status);
+    await this.publisher.publish(m, task, current.status, audit);
     return task;
   }
 
@@ -200,7 +213,8 @@ export class TaskRowWriter {
         [...params, error.message, JSON.stringify(error)],
       ),
     );
-    return this.publishSwept(m, rows);
+    // Every caller fails rows for their ttl (the janitor's expire step, a lease renewal): the audit trail says so.
+    return this.publishSwept(m, rows, () => (error === EXPIRED ? { kind: 'task.expired' } : undefined));
   }
 
   /**
@@ -241,19 +255,29 @@ export class TaskRowWriter {
         ],
       ),
     );
-    return this.publishSwept(m, rows);
+    return this.publishSwept(m, rows, (task) => ({
+      kind: 'task.rescued',
+      detail: {
+        outcome: task.status === 'working' ? 'requeued' : 'failed',
+        lostAttempt: task.status === 'working' ? task.attempt - 1 : task.attempt,
+      },
+    }));
   }
 
   /**
    * Publishes rows a bulk write changed (RETURNING t.*, previous_status), in one session order, and announces
    * the ones it left queued; returns them as swept tasks.
    */
-  private async publishSwept(m: SqlTx, rows: Row[]): Promise<SweptTask[]> {
+  private async publishSwept(
+    m: SqlTx,
+    rows: Row[],
+    audit: (task: TaskSnapshot) => TaskAuditNote | undefined,
+  ): Promise<SweptTask[]> {
     const swept: SweptTask[] = [];
     rows.sort(bySessionRow);
     for (const r of rows) {
       const task = rowToSnapshot(r);
-      await this.publisher.publish(m, task, r.previous_status as TaskStatus);
+      await this.publisher.publish(m, task, r.previous_status as TaskStatus, audit(task));
       await this.publisher.announceQueued(m, task);
       swept.push({
         id: task.id,

@@ -6,6 +6,8 @@ import {
   type OnApplicationShutdown,
   type OnModuleInit,
 } from '@nestjs/common';
+import { asActor } from '../audit/audit-context.js';
+import type { AuditActor } from '../audit/audit.types.js';
 import { PgBusService } from '../bus/pg-bus.service.js';
 import { InstancesService } from '../instances/instances.service.js';
 import { LifecycleService } from '../lifecycle/lifecycle.service.js';
@@ -33,6 +35,13 @@ import { QuotasConfig } from '../quotas/quotas.config.js';
 import { TaskWorkerRepository, type WorkerFence } from './task-worker.repository.js';
 import { LifecycleConfig } from '../lifecycle/lifecycle.config.js';
 import { TasksConfig } from './tasks.config.js';
+
+/**
+ * Who a run's writes are audited as. A run started from a request (a creation leased here, a resume, an
+ * inline call adopted as a task) would otherwise inherit that request's context, and its completion would
+ * read as the owner's doing.
+ */
+const WORKER: AuditActor = { kind: 'worker' };
 
 /** At shutdown, how long the hand-over writes may take before a database that does not answer is given up. */
 const HANDOVER_WAIT_MS = 3000;
@@ -86,16 +95,16 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
 
   onModuleInit(): void {
     this.offBus = this.bus.subscribe(TASK_CHANNEL, (payload) => this.onChange(payload));
-    this.offResync = this.bus.onResync(() => void this.renewLeases());
+    this.offResync = this.bus.onResync(() => void asActor(WORKER, () => this.renewLeases()));
     this.lifecycle.onDrain(() => {
       this.drainStartedAt = performance.now();
     });
     this.lifecycle.onDrainAnnounced(() => {
       this.handingOver = true;
-      void this.handOverResumable();
+      void asActor(WORKER, () => this.handOverResumable());
     });
     this.leaseTimer = setInterval(
-      () => void this.renewLeases(),
+      () => void asActor(WORKER, () => this.renewLeases()),
       Math.max(250, Math.floor(this.config.TASK_LEASE_MS / 3)),
     );
     this.leaseTimer.unref();
@@ -140,6 +149,10 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
    * the claim read from its row).
    */
   start(task: TaskSnapshot, run: RunStart = {}): void {
+    asActor(WORKER, () => this.startRun(task, run));
+  }
+
+  private startRun(task: TaskSnapshot, run: RunStart): void {
     const controller = new AbortController();
     const fence = this.fenceOf(task);
     const checkpoints = this.checkpointChain(task, fence);
@@ -193,6 +206,16 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     controller: AbortController,
     outcome: Promise<TaskOutcome>,
     opts: { pendingCheckpoint?: { state: unknown } } = {},
+  ): RunHandle {
+    // Its outcome is recorded from here on as the worker's (the reactions registered below run as it).
+    return asActor(WORKER, () => this.adoptRun(task, controller, outcome, opts));
+  }
+
+  private adoptRun(
+    task: TaskSnapshot,
+    controller: AbortController,
+    outcome: Promise<TaskOutcome>,
+    opts: { pendingCheckpoint?: { state: unknown } },
   ): RunHandle {
     // The work started inline under the request's span; this span covers its life as a task.
     const span = startTaskSpan(`execute_tool ${task.toolName}`, task, {
@@ -268,7 +291,11 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     return true;
   }
 
-  async beforeApplicationShutdown(): Promise<void> {
+  beforeApplicationShutdown(): Promise<void> {
+    return asActor(WORKER, () => this.shutdownRuns());
+  }
+
+  private async shutdownRuns(): Promise<void> {
     clearInterval(this.leaseTimer);
     // Without a SIGTERM (app.close()) the hand-over starts here; after one it retries what did not land.
     this.handingOver = true;

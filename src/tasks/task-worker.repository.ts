@@ -106,7 +106,23 @@ export class TaskWorkerRepository {
       );
       this.transactions.noteXact(m, row.xact as string);
       const task = rowToSnapshot(row);
-      await this.publisher.publish(m, task, current.status);
+      await this.publisher.publish(
+        m,
+        task,
+        current.status,
+        opts.failed
+          ? {
+              kind: 'task.retry_scheduled',
+              detail: {
+                delayMs: Math.max(0, Math.floor(opts.delayMs)),
+                availableAt: task.availableAt?.toISOString() ?? null,
+                failedAttempts: task.failedAttempts,
+                maxAttempts: task.maxAttempts,
+                errorCode: opts.lastError?.code ?? null,
+              },
+            }
+          : { kind: 'task.handed_over', detail: { handedOverAttempt: current.attempt } },
+      );
       await this.publisher.announceQueued(m, task);
       return { applied: true, task, previous: current.status };
     });

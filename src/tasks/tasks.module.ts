@@ -2,6 +2,7 @@ import { Module, type OnModuleInit } from '@nestjs/common';
 import { registerErrorMapper } from '../common/error-mappers.js';
 import { InstancesModule } from '../instances/instances.module.js';
 import { ToolDispatchModule } from '../tool-dispatch/tool-dispatch.module.js';
+import { TaskAuditWriter } from './task-audit-writer.js';
 import { TaskChangePublisher } from './task-change-publisher.js';
 import { TaskCreationRepository } from './task-creation.repository.js';
 import { TaskMetrics } from './task-metrics.service.js';
@@ -19,8 +20,11 @@ import { TasksService } from './tasks.service.js';
 import { mapTaskError } from './tasks.error-mapper.js';
 import { TaskError } from './tasks.errors.js';
 
-/** What every task repository builds on: the transaction, the change publisher, the locked row writes. */
-const TASK_REPOSITORY_CORE = [TaskTransactions, TaskChangePublisher, TaskRowWriter];
+/**
+ * What every task repository builds on: the transaction, the change publisher (and the audit rows it
+ * writes), the locked row writes.
+ */
+const TASK_REPOSITORY_CORE = [TaskTransactions, TaskAuditWriter, TaskChangePublisher, TaskRowWriter];
 
 /**
  * The task registry core. Exports the domain API (TasksService), the runner (which receives its TaskWork by

@@ -207,6 +207,7 @@ export class TasksRepository {
         { inputRequests: {}, inputResponses, statusMessage: null, instanceId: resume.instanceId },
         true,
         { kind: 'renew', ms: resume.leaseMs },
+        { runStarts: true },
       );
       return { task, accepted, ignored, resumed: true };
     });

@@ -20,6 +20,7 @@ export {
   type TaskSupport,
   type RetryPolicy,
   type ToolDurability,
+  type ToolAuditFields,
   type ToolContext,
   type JsonValue,
 } from './tool-context.js';

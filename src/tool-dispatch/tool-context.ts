@@ -47,6 +47,18 @@ export interface ToolDurability {
   maxRunMs?: number;
 }
 
+/**
+ * The fields of a tool's calls that the audit trail keeps (docs/tool-authoring.md, "Audit trail"). By
+ * default a task's arguments and result are recorded only as their size and sha256; a field named here is
+ * stored too, in the row's detail, after the same secret redaction as the logs. Top-level names only.
+ */
+export interface ToolAuditFields {
+  /** Top-level argument fields (properties of the input schema) stored with `task.created`. */
+  arguments?: string[];
+  /** Top-level fields of the structured result (properties of the output schema) stored with `task.completed`. */
+  result?: string[];
+}
+
 /** A JSON value as a checkpoint holds it (see `ToolContext.checkpoint`). */
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 

@@ -112,7 +112,21 @@ export interface ToolDescriptor {
   scopes: readonly string[];
   /** The tool's durability declaration, validated and with its defaults (never on the wire). */
   durability: DurabilityPolicy;
+  /** The fields the audit trail stores, validated (never on the wire). */
+  audit: AuditPolicy;
 }
+
+/** `McpToolOptions.audit` as the server applies it (validated at boot by the tool explorer). */
+export interface AuditPolicy {
+  readonly arguments: readonly string[];
+  readonly result: readonly string[];
+}
+
+/** What a tool that opts no field in gets: sizes and hashes only. */
+export const NO_AUDIT: AuditPolicy = Object.freeze({
+  arguments: Object.freeze([]),
+  result: Object.freeze([]),
+});
 
 /** A retry policy with its defaults filled in (see RetryPolicy). */
 export interface NormalisedRetryPolicy {

@@ -14,6 +14,7 @@ import { completionKey, type DefinitionSource, type ToolCatalog } from './tool-c
 import type { TaskSupport } from './tool-context.js';
 import { ToolDispatchError, ToolDispatchErrorCode } from './tool-dispatch.errors.js';
 import type { PromptArgument, SchemaSource } from './tool-dispatch.types.js';
+import { auditPolicyOf } from './tool-audit.js';
 import { durabilityOf } from './tool-durability.js';
 import { UriTemplate } from './uri-template.js';
 import { errorMessage } from '../common/error-message.js';
@@ -84,9 +85,18 @@ export class ToolExplorer {
         options.output === undefined
           ? undefined
           : this.compile(compiler, options.output, `${where}: output of tool ${name}`, problems);
+      const audit = input
+        ? auditPolicyOf(
+            options.audit,
+            { taskSupport, input: input.schema, ...(output ? { output: output.schema } : {}) },
+            where,
+            problems,
+          )
+        : undefined;
       if (
         !claim(`tool:${name}`, `tool ${name}`, source) ||
         !input ||
+        !audit ||
         (options.output !== undefined && !output)
       ) {
         continue;
@@ -102,6 +112,7 @@ export class ToolExplorer {
           taskSupport,
           scopes: Object.freeze([...(options.scopes ?? [])]),
           durability,
+          audit,
         },
         input,
         ...(output ? { output } : {}),

@@ -1,5 +1,5 @@
 import { DiscoveryService } from '@nestjs/core';
-import type { TaskSupport, ToolDurability } from '../tool-context.js';
+import type { TaskSupport, ToolAuditFields, ToolDurability } from '../tool-context.js';
 import type { SchemaSource, ToolAnnotations } from '../tool-dispatch.types.js';
 
 export interface McpToolOptions {
@@ -18,6 +18,11 @@ export interface McpToolOptions {
   taskSupport?: TaskSupport;
   /** Retries, resumability and expected run length of the work when it runs as a task (tool-authoring.md). */
   durability?: ToolDurability;
+  /**
+   * Fields of the arguments and the structured result the audit trail stores (redacted); everything else is
+   * recorded as its size and sha256 only (tool-authoring.md).
+   */
+  audit?: ToolAuditFields;
   /** Scopes the caller must all hold. */
   scopes?: string[];
   annotations?: ToolAnnotations;
