@@ -117,7 +117,7 @@ export class AuditTrail implements OnApplicationShutdown {
     });
     this.failures = new Counter({
       name: 'mcp_audit_write_failures_total',
-      help: 'Audit rows of events that change nothing (recordAlone) that could not be written.',
+      help: 'Audit rows of events that change nothing (recordAlone, recordSoon) that could not be written.',
       registers: [metrics.registry],
     });
     this.dropped = new Counter({

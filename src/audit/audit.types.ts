@@ -3,22 +3,24 @@
  * maps them. Adding a kind is backwards compatible; renaming one is not (exports and alert rules use them).
  */
 export const AUDIT_KINDS = [
-  // Tasks (written in the transaction that changes the task row).
-  'task.created', // tool, era, principal, idempotency key (detail.idempotencyKey), argument size and hash
-  'task.status', // a status change not covered by a more specific kind (working -> input_required, ...)
-  'task.completed',
-  'task.failed',
+  // Tasks (written in the transaction that changes the task row; src/tasks/task-audit-writer.ts). Every task
+  // row has task_id, tool, era, status (after the change), previous_status and attempt; principal is the
+  // operator's for an operator's action (detail.owner then names the owner), else the task owner's.
+  'task.created', // detail: argumentBytes, argumentSha256 (canonical JSON), queued, idempotencyKey?, redrivenFrom?, arguments? (opted in)
+  'task.status', // any other status change (working <-> input_required): a park (worker), a resume (owner)
+  'task.completed', // detail: resultBytes, resultSha256, result? (opted-in fields of structuredContent)
+  'task.failed', // detail: errorCode, errorBytes, errorSha256 (never the message)
   'task.cancelled', // actor says by whom: owner, operator or janitor
-  'task.expired', // ttl ran out (janitor) or a lease renewal found it expired
-  'task.attempt', // a run started: claimed by an instance (attempt = the run's number)
-  'task.retry_scheduled', // a failed run re-queued with backoff (detail: error, availableAt)
-  'task.handed_over', // a drain released a resumable run to the queue
-  'task.rescued', // a lapsed lease or dead instance: re-queued (detail.outcome 'requeued') or failed
-  'task.redriven', // `tasks retry` (or the console) created a new task from this one (detail.newTaskId)
-  'task.deleted', // the janitor removed the row after its retention
+  'task.expired', // ttl ran out: janitor, lease renewal (worker), an owner's read/write found it (system)
+  'task.attempt', // a run started (actor worker): detail.start 'created' | 'claimed' (waitedMs) | 'resumed'
+  'task.retry_scheduled', // a failed run re-queued with backoff (detail: delayMs, availableAt, failedAttempts, maxAttempts, errorCode)
+  'task.handed_over', // a drain released a resumable run to the queue (detail.handedOverAttempt)
+  'task.rescued', // a lapsed lease or dead instance (janitor): detail.outcome 'requeued' | 'failed', lostAttempt
+  'task.redriven', // on the OLD task: `tasks retry` (or the console) created detail.newTaskId from it
+  'task.deleted', // the janitor removed the row after its retention (status: its last; detail.createdAt)
   // Sessions.
   'session.opened',
-  'session.ended', // detail.reason: 'client' (DELETE), 'idle', 'operator', 'credential'
+  'session.ended', // detail.reason: 'client' (DELETE), 'idle' (the sweep), 'operator' (CLI, console)
   // API keys.
   'api_key.created',
   'api_key.revoked',

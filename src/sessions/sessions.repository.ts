@@ -51,9 +51,9 @@ const END_IDLE: PreparedStatement = {
 
 /**
  * Why a session ended, in its `session.ended` audit row: the client's DELETE, the idle sweep, an operator
- * (CLI or console), or the credential it was opened with no longer holding.
+ * (CLI or console). A credential that stops holding closes the session's streams, not the session.
  */
-export type SessionEndReason = 'client' | 'idle' | 'operator' | 'credential';
+export type SessionEndReason = 'client' | 'idle' | 'operator';
 
 /** What resources/subscribe did: added the URI, found it held, found the quota full, or no session row. */
 export interface SubscriptionChange {

@@ -403,6 +403,22 @@ describe('task audit trail (real PostgreSQL)', () => {
     }
   });
 
+  it('a keyed creation names its Idempotency-Key; a repeat with the key creates nothing and records nothing', async () => {
+    const creations = app.get(TaskCreationRepository);
+    const keyed = { ...newTaskRow(me, 'oidc:keyed'), idempotencyKey: 'key-1', requestHash: 'h1' };
+    const first = await asRequest('oidc:keyed', 'req-k1', () => creations.insertKeyed(keyed, LIMITS));
+    const again = await asRequest('oidc:keyed', 'req-k2', () =>
+      creations.insertKeyed({ ...keyed, id: newTaskRow(me, 'x').id }, LIMITS),
+    );
+    expect(again).toMatchObject({ created: false, task: { id: first.task.id } });
+    const rows = await rowsOf(first.task.id);
+    expect(rows.map((r) => [r.kind, r.request_id])).toEqual([
+      ['task.created', 'req-k1'],
+      ['task.attempt', 'req-k1'],
+    ]);
+    expect(rows[0].detail).toMatchObject({ idempotencyKey: 'key-1', queued: false });
+  });
+
   it('a change that rolls back leaves no audit row (a creation refused at COMMIT by its limit)', async () => {
     const owner = 'oidc:limited';
     const creations = app.get(TaskCreationRepository);
@@ -448,6 +464,23 @@ describe('task audit trail (real PostgreSQL)', () => {
     expect(
       await count(`SELECT count(*)::int AS n FROM mcp_audit_event WHERE at > now() - interval '90 days'`),
     ).toBeGreaterThanOrEqual(newer);
+  });
+
+  it('with AUDIT_ENABLED=false nothing is recorded', async () => {
+    const offExec = new ControlledExecutor();
+    const off = await createTestApp(db.url, { ...ENV, AUDIT_ENABLED: 'false' }, [AuditedToolsModule], {
+      taskWork: offExec,
+    });
+    try {
+      const t = await asRequest('oidc:off', 'req-off', () =>
+        off.get(TasksService).createAndStart(input('oidc:off', 'modern')),
+      );
+      (await offExec.run(t.id)).complete();
+      await waitFor(async () => (await off.get(TasksService).get('oidc:off', t.id)).status === 'completed');
+      expect(await rowsOf(t.id)).toEqual([]);
+    } finally {
+      await off.close();
+    }
   });
 
   it('a hand-over at the drain is task.handed_over, the worker’s (own app: the drain stops its claimer)', async () => {

@@ -16,8 +16,8 @@ export const TASK_CHANNEL = 'mcp_task_changed';
 export type TaskChangeHook = (tx: SqlTx, task: TaskSnapshot, previous: TaskStatus | null) => Promise<void>;
 
 /**
- * Announces every task change from inside the transaction that makes it: the change hooks (outboxes such as
- * the legacy era's logged status notification) and the bus notification, which PostgreSQL delivers at
+ * Announces every task change from inside the transaction that makes it: its audit rows (TaskAuditWriter),
+ * the change hooks (outboxes such as the legacy era's logged status notification) and the bus notification, which PostgreSQL delivers at
  * commit and never on rollback. It also keeps the one lock order every task transaction follows (task rows,
  * the creation lock, counter rows, then the sessions' stream rows; docs/architecture.md): a transaction's
  * counter rows are taken before the first outbox row it writes. Every task repository publishes through it.
