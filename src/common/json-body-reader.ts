@@ -1,4 +1,3 @@
-import { AsyncResource } from 'node:async_hooks';
 import type { IncomingMessage } from 'node:http';
 
 /** Raised for a body the fast path read but could not use; `type` is body-parser's name for the same case. */
@@ -46,9 +45,6 @@ export function readJsonBody(
   done: (err?: unknown) => void,
 ): void {
   if (!('body' in req)) req.body = undefined;
-  // The stream's events run in the socket's async context, not the request's: bound here (as raw-body does),
-  // `done` and everything after it keep the request context (its id, the principal) that the caller set.
-  const resume = AsyncResource.bind(done);
   const chunks: Buffer[] = [];
   let settled = false;
   const cleanup = (): void => {
@@ -61,7 +57,7 @@ export function readJsonBody(
     if (settled) return;
     settled = true;
     cleanup();
-    resume(err);
+    done(err);
   };
   const onData = (chunk: Buffer): void => {
     chunks.push(chunk);
