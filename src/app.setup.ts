@@ -12,7 +12,6 @@ import { mapQuotaError } from './quotas/quota.error-mapper.js';
 import { QuotaExceededError } from './quotas/quota.errors.js';
 import { QuotaService } from './quotas/quota.service.js';
 import { checkJsonShape, JsonShapeError, utf8Bytes } from './protocol/json-shape.js';
-import { readJsonBody, takesJsonBody } from './common/json-body-reader.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -162,28 +161,29 @@ export function configureApp(app: INestApplication): void {
     maxObjectKeys: protocolConfig.JSON_MAX_OBJECT_KEYS,
     maxNodes: protocolConfig.JSON_MAX_NODES,
   };
-  // Runs on the raw bytes before JSON.parse: a body too deep, too wide or too large in values is refused
-  // before anything (the parser included) spends more than linear time on it.
-  const verifyShape = (res: Response, buf: Buffer, encoding: string): void => {
-    const bytes = utf8Bytes(buf, encoding);
-    const refusal = checkJsonShape(bytes, shapeLimits);
-    if (refusal) throw refusal;
-    // Text PostgreSQL cannot store (a NUL, a lone surrogate) can only come from a \u escape: JSON
-    // forbids a raw NUL in a string, and UTF-8 cannot encode a surrogate. Without one, the /mcp
-    // controller skips its walk of the parsed body (unstorableText).
-    res.locals.jsonUnicodeEscapes = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).includes(
-      '\\u',
-    );
-  };
   const json = express.json({
     limit: config.bodyLimitBytes,
     type: ['application/json', 'application/*+json'],
     // JSON-RPC must tell a primitive body (Invalid Request) from unparsable text (Parse error).
     strict: false,
-    verify: (_req, res, buf, encoding) => verifyShape(res as Response, buf, encoding),
+    // Runs on the raw bytes before JSON.parse: a body too deep, too wide or too large in values is refused
+    // before anything (the parser included) spends more than linear time on it.
+    verify: (_req, res, buf, encoding) => {
+      const bytes = utf8Bytes(buf, encoding);
+      const refusal = checkJsonShape(bytes, shapeLimits);
+      if (refusal) throw refusal;
+      // Text PostgreSQL cannot store (a NUL, a lone surrogate) can only come from a \u escape: JSON
+      // forbids a raw NUL in a string, and UTF-8 cannot encode a surrogate. Without one, the /mcp
+      // controller skips its walk of the parsed body (unstorableText).
+      (res as Response).locals.jsonUnicodeEscapes = Buffer.from(
+        bytes.buffer,
+        bytes.byteOffset,
+        bytes.byteLength,
+      ).includes('\\u');
+    },
   });
   app.use((req: Request, res: Response, next: NextFunction) => {
-    const parsed = (err?: unknown): void => {
+    json(req, res, (err?: unknown) => {
       if (!err) return next();
       if (err instanceof JsonShapeError) {
         // /mcp answers it in its own dialect, with the request's id (and fails a call waiting for a refused
@@ -209,13 +209,7 @@ export function configureApp(app: INestApplication): void {
         return sendEdgeError(req, res, 415, -32600, 'Unsupported content encoding or charset');
       }
       return sendEdgeError(req, res, 400, -32600, 'Unreadable request body');
-    };
-    // The plain case (what MCP clients send) is read here; body-parser takes every other one.
-    if (takesJsonBody(req, config.bodyLimitBytes)) {
-      readJsonBody(req, (buf) => verifyShape(res, buf, 'utf-8'), parsed);
-    } else {
-      json(req, res, parsed);
-    }
+    });
   });
 
   if (config.CORS_ORIGINS.length > 0) {
