@@ -1,4 +1,4 @@
-import type { INestApplication } from '@nestjs/common';
+import type { INestApplication, LoggerService } from '@nestjs/common';
 import { Logger } from '@nestjs/common';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { randomUUID } from 'node:crypto';
@@ -71,6 +71,14 @@ export function configureApp(app: INestApplication): void {
   const quotas = app.get(QuotaService);
   const instances = app.get(InstancesConfig);
   const access = new Logger('HTTP');
+  // The access line is a debug line, off at the default level: building its text and entering the request
+  // context for it on every request cost about 1 % of a cached tasks/get. The logger in use says whether
+  // the line would be written (ours and Nest's console logger know their level; any other logger is asked).
+  const accessLogged = (): boolean => {
+    const logger = access.localInstance as
+      (LoggerService & { isLevelEnabled?: (level: 'debug') => boolean }) | undefined;
+    return logger?.isLevelEnabled ? logger.isLevelEnabled('debug') : Logger.isLevelEnabled('debug');
+  };
 
   const server = app.getHttpAdapter().getInstance() as express.Express;
   server.disable('x-powered-by');
@@ -95,6 +103,7 @@ export function configureApp(app: INestApplication): void {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       const route = (req.route as { path?: string } | undefined)?.path;
       metrics.observeHttp(req.method, route ?? 'unmatched', res.statusCode, seconds);
+      if (!accessLogged()) return;
       requestContext.run(ctx, () =>
         access.debug(`${req.method} ${route ?? req.path} ${res.statusCode} ${(seconds * 1000).toFixed(1)}ms`),
       );

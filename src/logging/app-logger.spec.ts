@@ -5,6 +5,23 @@ import { AppLogger } from './app-logger.js';
 import { requestContext } from './request-context.js';
 
 describe('AppLogger', () => {
+  it('says which levels it writes, so a caller can skip building a line it would drop', () => {
+    const lines: string[] = [];
+    const logger = new AppLogger({ json: false, level: 'log', write: (l) => lines.push(l) });
+    expect(['fatal', 'error', 'warn', 'log'].map((l) => logger.isLevelEnabled(l as 'log'))).toEqual([
+      true,
+      true,
+      true,
+      true,
+    ]);
+    expect(logger.isLevelEnabled('debug')).toBe(false);
+    expect(logger.isLevelEnabled('verbose')).toBe(false);
+    logger.debug('dropped');
+    logger.log('kept');
+    expect(lines).toHaveLength(1);
+    expect(new AppLogger({ json: false, level: 'verbose' }).isLevelEnabled('debug')).toBe(true);
+  });
+
   it('writes pino JSON lines carrying the request and principal ids of the current request', () => {
     const lines: string[] = [];
     const logger = new AppLogger({ json: true, level: 'log', write: (l) => lines.push(l) });

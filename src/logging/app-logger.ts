@@ -77,8 +77,13 @@ export class AppLogger implements LoggerService {
     }
   }
 
+  /** Whether a line of this level is written: callers skip building a line that would be dropped. */
+  isLevelEnabled(level: Level): boolean {
+    return RANK[level] <= RANK[this.opts.level];
+  }
+
   private emit(level: Level, message: unknown, rest: unknown[]): void {
-    if (RANK[level] > RANK[this.opts.level]) return;
+    if (!this.isLevelEnabled(level)) return;
     // Nest passes the context as the last string argument and, for errors, a stack before it.
     const args = [...rest];
     const ctx = typeof args[args.length - 1] === 'string' ? (args.pop() as string) : undefined;
