@@ -153,7 +153,7 @@ describe('the audit trail of a scripted day (real PostgreSQL, real HTTP, the CLI
     const session = await LegacyClient.open(url, {}, asUser('alice'));
     const t1 = (await session.createTask('day_report', { hold: 't1' })).taskId;
     await release('t1');
-    await settled(t1, ['task.created', 'task.attempt', 'task.completed']);
+    await settled(t1, ['task.created', 'task.completed']);
 
     // 10:00 On a 2026-07-28 client she starts another and cancels it herself.
     const t2 = result(
@@ -167,14 +167,14 @@ describe('the audit trail of a scripted day (real PostgreSQL, real HTTP, the CLI
     expect(
       result(await modern(url, 'tasks/cancel', { taskId: t2 }, { headers: asUser('alice') })),
     ).toMatchObject({ resultType: 'complete' });
-    await settled(t2, ['task.created', 'task.attempt', 'task.cancelled']);
+    await settled(t2, ['task.created', 'task.cancelled']);
 
     // 11:00 The nightly job starts a report; the operator cancels it from the CLI.
     const t3 = result(
       await modern(url, 'tools/call', { name: 'day_report', arguments: { hold: 't3' } }, { headers: asBot }),
     ).taskId as string;
     expect(await cli('tasks', 'cancel', t3, '--operator', 'ops:olga')).toMatchObject({ code: 0 });
-    await settled(t3, ['task.created', 'task.attempt', 'task.cancelled']);
+    await settled(t3, ['task.created', 'task.cancelled']);
 
     // 12:00 A report of Alice's outlives its ttl: the janitor expires it.
     const t4 = result(
@@ -190,7 +190,7 @@ describe('the audit trail of a scripted day (real PostgreSQL, real HTTP, the CLI
     );
     await app.get(JanitorService).runOnce();
     await release('t4'); // too late: the expiry fenced the run off, so its result records nothing
-    await settled(t4, ['task.created', 'task.attempt', 'task.expired']);
+    await settled(t4, ['task.created', 'task.expired']);
 
     // 13:00 Another replica took a resumable task of the nightly job and died with it: the janitor rescues
     // it (re-queued), this instance claims it as its second attempt and completes it.
@@ -210,7 +210,7 @@ describe('the audit trail of a scripted day (real PostgreSQL, real HTTP, the CLI
     ).id;
     await app.get(JanitorService).runOnce();
     await release('t5');
-    await settled(t5, ['task.created', 'task.attempt', 'task.rescued', 'task.attempt', 'task.completed']);
+    await settled(t5, ['task.created', 'task.rescued', 'task.attempt', 'task.completed']);
 
     // 17:00 The key is revoked; the job's next request is refused (401, not an audit row: no principal).
     expect(await cli('apikey', 'revoke', key.id, '--operator', 'ops:olga')).toMatchObject({ code: 0 });
@@ -289,7 +289,6 @@ describe('the audit trail of a scripted day (real PostgreSQL, real HTTP, the CLI
           argumentSha256: expect.stringMatching(/^[0-9a-f]{64}$/),
         }),
       },
-      { kind: 'task.attempt', actor: 'worker', ...task(t1, 'legacy', alice, session.sessionId), attempt: 1 },
       {
         kind: 'task.completed',
         actor: 'worker',
@@ -300,7 +299,6 @@ describe('the audit trail of a scripted day (real PostgreSQL, real HTTP, the CLI
       },
       // 10:00
       { kind: 'task.created', actor: 'owner', ...task(t2, 'modern', alice) },
-      { kind: 'task.attempt', actor: 'worker', ...task(t2, 'modern', alice) },
       {
         kind: 'task.cancelled',
         actor: 'owner',
@@ -311,7 +309,6 @@ describe('the audit trail of a scripted day (real PostgreSQL, real HTTP, the CLI
       },
       // 11:00
       { kind: 'task.created', actor: 'owner', ...task(t3, 'modern', bot) },
-      { kind: 'task.attempt', actor: 'worker', ...task(t3, 'modern', bot) },
       {
         kind: 'task.cancelled',
         actor: 'operator',
@@ -324,7 +321,6 @@ describe('the audit trail of a scripted day (real PostgreSQL, real HTTP, the CLI
       },
       // 12:00
       { kind: 'task.created', actor: 'owner', ...task(t4, 'modern', alice) },
-      { kind: 'task.attempt', actor: 'worker', ...task(t4, 'modern', alice) },
       {
         kind: 'task.expired',
         actor: 'janitor',
@@ -336,7 +332,6 @@ describe('the audit trail of a scripted day (real PostgreSQL, real HTTP, the CLI
       },
       // 13:00
       { kind: 'task.created', actor: 'owner', ...task(t5, 'modern', bot), requestId: 'req-replica' },
-      { kind: 'task.attempt', actor: 'worker', ...task(t5, 'modern', bot), attempt: 1 },
       {
         kind: 'task.rescued',
         actor: 'janitor',

@@ -12,7 +12,9 @@ export const AUDIT_KINDS = [
   'task.failed', // detail: errorCode, errorBytes, errorSha256 (never the message)
   'task.cancelled', // actor says by whom: owner, operator or janitor
   'task.expired', // ttl ran out: janitor, lease renewal (worker), an owner's read/write found it (system)
-  'task.attempt', // a run started (actor worker): detail.start 'created' | 'claimed' (waitedMs) | 'resumed'
+  // A run started (actor worker): detail.start 'claimed' (waitedMs) | 'resumed'. A creation run at once on
+  // the instance that took it has none: its task.created row (attempt 1, detail.queued false) says so.
+  'task.attempt',
   'task.retry_scheduled', // a failed run re-queued with backoff (detail: delayMs, availableAt, failedAttempts, maxAttempts, errorCode)
   'task.handed_over', // a drain released a resumable run to the queue (detail.handedOverAttempt)
   'task.rescued', // a lapsed lease or dead instance (janitor): detail.outcome 'requeued' | 'failed', lostAttempt

@@ -129,12 +129,14 @@ export class TaskAuditWriter {
         detail: withOwner(task, currentAuditContext(), { newTaskId: task.id }),
       });
     }
-    // A creation leased to this instance, or a resume leased here, starts a run at once (a claim names it).
-    if ((previous === null && task.instanceId !== null) || note?.runStarts) {
+    // A resume leased here starts a run at once (a claim names its own). A creation leased to this instance
+    // starts attempt 1 too, but its task.created row says so (attempt 1, detail.queued false): a row of its
+    // own would be a third INSERT on every task's hot path for nothing a reader could not see already.
+    if (note?.runStarts) {
       await this.trail.record(m, {
         ...this.event('task.attempt', task, previous),
         actor: 'worker',
-        detail: { start: previous === null ? 'created' : 'resumed' },
+        detail: { start: 'resumed' },
       });
     }
   }

@@ -113,7 +113,7 @@ describe('task audit trail (real PostgreSQL)', () => {
       const run = await exec.run(t.id);
       const result = { content: [{ type: 'text', text: '3' }], structuredContent: { count: 3, text: 'x' } };
       run.complete(result);
-      await waitFor(async () => (await rowsOf(t.id)).length === 3);
+      await waitFor(async () => (await rowsOf(t.id)).length === 2);
       const common = { principal: owner, task_id: t.id, tool: 'audited_tool', era, instance_id: me };
       expect(await rowsOf(t.id)).toEqual([
         {
@@ -130,16 +130,6 @@ describe('task audit trail (real PostgreSQL)', () => {
             arguments: { path: '/srv/a', note: 'key Bearer [REDACTED]' },
             queued: false,
           },
-        },
-        {
-          ...common,
-          kind: 'task.attempt',
-          actor: 'worker',
-          status: 'working',
-          previous_status: null,
-          attempt: 1,
-          request_id: `req-${era}`,
-          detail: { start: 'created' },
         },
         {
           ...common,
@@ -173,18 +163,17 @@ describe('task audit trail (real PostgreSQL)', () => {
     );
     const error = { code: -32001, message: 'secret path /home/p/x not found' };
     (await exec.run(t.id, 1)).fail(error.code, error.message);
-    await waitFor(async () => (await rowsOf(t.id)).length === 6);
+    await waitFor(async () => (await rowsOf(t.id)).length === 5);
     const rows = await rowsOf(t.id);
     expect(rows.map((r) => [r.kind, r.actor, r.previous_status, r.status, r.request_id])).toEqual([
       ['task.created', 'owner', null, 'working', 'req-p1'],
-      ['task.attempt', 'worker', null, 'working', 'req-p1'],
       ['task.status', 'worker', 'working', 'input_required', 'req-p1'],
       ['task.status', 'owner', 'input_required', 'working', 'req-p2'],
       ['task.attempt', 'worker', 'input_required', 'working', 'req-p2'],
       ['task.failed', 'worker', 'working', 'failed', 'req-p2'],
     ]);
-    expect(rows[4].detail).toEqual({ start: 'resumed' });
-    expect(rows[5].detail).toEqual({
+    expect(rows[3].detail).toEqual({ start: 'resumed' });
+    expect(rows[4].detail).toEqual({
       errorCode: -32001,
       errorBytes: bytes(error),
       errorSha256: sha256(error),
@@ -241,20 +230,19 @@ describe('task audit trail (real PostgreSQL)', () => {
     const rows = await rowsOf(t.id);
     expect(rows.map((r) => [r.kind, r.actor, r.attempt])).toEqual([
       ['task.created', 'owner', 1],
-      ['task.attempt', 'worker', 1],
       ['task.retry_scheduled', 'worker', 2],
       ['task.attempt', 'worker', 2],
       ['task.completed', 'worker', 2],
     ]);
-    expect(rows[2].detail).toEqual({
+    expect(rows[1].detail).toEqual({
       delayMs: 50,
       availableAt: expect.any(String),
       failedAttempts: 1,
       maxAttempts: 3,
       errorCode: -32603,
     });
-    expect(rows[3]).toMatchObject({ previous_status: 'working', status: 'working', request_id: null });
-    expect(rows[3].detail).toEqual({ start: 'claimed', waitedMs: expect.any(Number) });
+    expect(rows[2]).toMatchObject({ previous_status: 'working', status: 'working', request_id: null });
+    expect(rows[2].detail).toEqual({ start: 'claimed', waitedMs: expect.any(Number) });
   });
 
   it('expiry: by the janitor (actor janitor), found by an owner’s read (actor system, not the owner)', async () => {
@@ -315,7 +303,6 @@ describe('task audit trail (real PostgreSQL)', () => {
     await waitFor(async () => (await kindsOf(resumable.id)).includes('task.completed:worker'));
     expect(await kindsOf(resumable.id)).toEqual([
       'task.created:system',
-      'task.attempt:worker',
       'task.rescued:janitor',
       'task.attempt:worker',
       'task.completed:worker',
@@ -397,7 +384,6 @@ describe('task audit trail (real PostgreSQL)', () => {
       const rows = await rowsOf(t.id);
       expect(rows.map((r) => [r.kind, r.principal, r.request_id])).toEqual([
         ['task.created', `oidc:g${i}`, `req-g${i}`],
-        ['task.attempt', `oidc:g${i}`, `req-g${i}`],
         ['task.completed', `oidc:g${i}`, `req-done${i}`],
       ]);
     }
@@ -412,10 +398,7 @@ describe('task audit trail (real PostgreSQL)', () => {
     );
     expect(again).toMatchObject({ created: false, task: { id: first.task.id } });
     const rows = await rowsOf(first.task.id);
-    expect(rows.map((r) => [r.kind, r.request_id])).toEqual([
-      ['task.created', 'req-k1'],
-      ['task.attempt', 'req-k1'],
-    ]);
+    expect(rows.map((r) => [r.kind, r.request_id])).toEqual([['task.created', 'req-k1']]);
     expect(rows[0].detail).toMatchObject({ idempotencyKey: 'key-1', queued: false });
   });
 
@@ -430,7 +413,7 @@ describe('task audit trail (real PostgreSQL)', () => {
     await expect(creations.insertWithLimits(refused, { ...LIMITS, maxPerOwner: 1 })).rejects.toMatchObject({
       code: 'LIMIT_EXCEEDED',
     });
-    expect(await kindsOf(first.id)).toEqual(['task.created:system', 'task.attempt:worker']);
+    expect(await kindsOf(first.id)).toEqual(['task.created:system']);
     expect(await rowsOf(refused.id)).toEqual([]);
   });
 
