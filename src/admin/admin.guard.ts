@@ -2,17 +2,13 @@ import {
   ForbiddenException,
   Injectable,
   NotFoundException,
-  ServiceUnavailableException,
   type CanActivate,
   type ExecutionContext,
 } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { setRequestPrincipal } from '../logging/request-context.js';
-import { AuthChallenges } from '../principals/auth-challenges.js';
-import { AuthMetrics } from '../principals/auth-metrics.js';
-import { AuthPassport } from '../principals/auth-passport.js';
 import type { Principal, RequestWithPrincipal } from '../principals/principal.js';
-import { AuthProviderUnavailable } from '../principals/principals.errors.js';
+import { RequestAuthenticator } from '../principals/request-authenticator.js';
 import { AdminConfig } from './admin.config.js';
 import { AdminCsrf } from './admin-csrf.js';
 import { AdminRefusals } from './admin-refusals.js';
@@ -34,9 +30,7 @@ export function isAdmin(p: Principal, config: AdminConfig): boolean {
 export class AdminGuard implements CanActivate {
   constructor(
     private readonly config: AdminConfig,
-    private readonly passport: AuthPassport,
-    private readonly challenges: AuthChallenges,
-    private readonly metrics: AuthMetrics,
+    private readonly authenticator: RequestAuthenticator,
     private readonly refusals: AdminRefusals,
     private readonly csrf: AdminCsrf,
   ) {}
@@ -46,22 +40,8 @@ export class AdminGuard implements CanActivate {
     const req = http.getRequest<Request & RequestWithPrincipal>();
     const res = http.getResponse<Response>();
     // The module serves no routes without providers (admin.config.ts); this keeps the guard safe alone.
-    if (!this.passport.enabled) throw new NotFoundException();
-    let outcome;
-    try {
-      outcome = await this.passport.authenticate(req, res);
-    } catch (err) {
-      if (err instanceof AuthProviderUnavailable) {
-        res.setHeader('Retry-After', '5');
-        throw new ServiceUnavailableException(err.message);
-      }
-      throw err;
-    }
-    if ('failure' in outcome) {
-      this.metrics.failed(outcome.failure.reason);
-      throw this.challenges.reject(res, this.challenges.unauthorized(req, outcome.failure));
-    }
-    const principal = outcome.principal;
+    if (!this.authenticator.enabled) throw new NotFoundException();
+    const principal = await this.authenticator.authenticate(req, res);
     if (!isAdmin(principal, this.config)) {
       const route = (req.route as { path?: string } | undefined)?.path ?? 'unmatched';
       this.refusals.note(principal.id, req.method, route);

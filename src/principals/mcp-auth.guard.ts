@@ -1,20 +1,12 @@
-import {
-  Injectable,
-  Logger,
-  ServiceUnavailableException,
-  type CanActivate,
-  type ExecutionContext,
-} from '@nestjs/common';
+import { Injectable, type CanActivate, type ExecutionContext } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { AuditTrail } from '../audit/audit-trail.service.js';
 import { AuthChallenges, requiredScopesMissing } from './auth-challenges.js';
 import { setRequestPrincipal } from '../logging/request-context.js';
-import { AuthMetrics } from './auth-metrics.js';
-import { AuthPassport } from './auth-passport.js';
 import { CredentialWatch } from './credential-watch.service.js';
 import { ANONYMOUS_PRINCIPAL, type RequestWithPrincipal } from './principal.js';
-import { AuthProviderUnavailable } from './principals.errors.js';
 import { PrincipalsConfig } from './principals.config.js';
+import { RequestAuthenticator } from './request-authenticator.js';
 
 /**
  * Put on the /mcp controller (`@UseGuards(McpAuthGuard)`). Authenticates the request with the active
@@ -25,13 +17,10 @@ import { PrincipalsConfig } from './principals.config.js';
  */
 @Injectable()
 export class McpAuthGuard implements CanActivate {
-  private readonly logger = new Logger(McpAuthGuard.name);
-
   constructor(
     private readonly config: PrincipalsConfig,
-    private readonly passport: AuthPassport,
+    private readonly authenticator: RequestAuthenticator,
     private readonly challenges: AuthChallenges,
-    private readonly metrics: AuthMetrics,
     private readonly credentials: CredentialWatch,
     private readonly audit: AuditTrail,
   ) {}
@@ -40,38 +29,23 @@ export class McpAuthGuard implements CanActivate {
     const http = context.switchToHttp();
     const req = http.getRequest<Request & RequestWithPrincipal>();
     const res = http.getResponse<Response>();
-    if (!this.passport.enabled) {
+    if (!this.authenticator.enabled) {
       req.principal = ANONYMOUS_PRINCIPAL;
       setRequestPrincipal(ANONYMOUS_PRINCIPAL.id);
       return true;
     }
-    let outcome;
-    try {
-      outcome = await this.passport.authenticate(req, res);
-    } catch (err) {
-      if (err instanceof AuthProviderUnavailable) {
-        res.setHeader('Retry-After', '5');
-        throw new ServiceUnavailableException(err.message);
-      }
-      throw err;
-    }
-    if ('failure' in outcome) {
-      this.metrics.failed(outcome.failure.reason);
-      this.logger.debug(`authentication refused: ${outcome.failure.reason}`);
-      throw this.challenges.reject(res, this.challenges.unauthorized(req, outcome.failure));
-    }
-    const missing = requiredScopesMissing(outcome.principal, this.config.AUTH_REQUIRED_SCOPES);
+    const principal = await this.authenticator.authenticate(req, res);
+    const missing = requiredScopesMissing(principal, this.config.AUTH_REQUIRED_SCOPES);
     if (missing.length > 0) {
       this.audit.recordSoon({
         kind: 'auth.scope_refused',
         // The caller, as for a tool's refusal (the request's principal is only set once it is let in).
         actor: 'owner',
-        principal: outcome.principal.id,
+        principal: principal.id,
         detail: { missing, route: `${req.method} ${req.baseUrl}${req.path}` },
       });
       throw this.challenges.reject(res, this.challenges.insufficientScope(req, []));
     }
-    const principal = outcome.principal;
     req.principal = principal;
     setRequestPrincipal(principal.id);
     req.credentialValid = () => this.credentials.stillValid(principal);

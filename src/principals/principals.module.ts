@@ -6,6 +6,7 @@ import { ApiKeysService } from './api-keys.service.js';
 import { AuthChallenges } from './auth-challenges.js';
 import { AuthMetrics } from './auth-metrics.js';
 import { AuthPassport } from './auth-passport.js';
+import { RequestAuthenticator } from './request-authenticator.js';
 import { CredentialWatch } from './credential-watch.service.js';
 import { McpAuthGuard } from './mcp-auth.guard.js';
 import { PrincipalRecord } from './principal-record.entity.js';
@@ -37,6 +38,7 @@ import { ProxyStrategy } from './strategies/proxy.strategy.js';
     AuthPassport,
     AuthChallenges,
     AuthMetrics,
+    RequestAuthenticator,
     McpAuthGuard,
     CredentialWatch,
   ],
@@ -46,6 +48,7 @@ import { ProxyStrategy } from './strategies/proxy.strategy.js';
     AuthPassport,
     AuthChallenges,
     AuthMetrics,
+    RequestAuthenticator,
     PrincipalsService,
     ApiKeysService,
   ],
