@@ -36,19 +36,6 @@ function accepts(req: Request, type: string): boolean {
 }
 
 /**
- * `req.is('application/json')`, answered without parsing the header in the case every client sends (the
- * exact media type on a request with a body: type-is's own test for a body, then its match), and by
- * `req.is` otherwise. Parsing it cost about 1 % of a cached tasks/get.
- */
-function isJsonBody(req: Request): boolean {
-  const h = req.headers;
-  if (h['content-type'] === 'application/json') {
-    return h['transfer-encoding'] !== undefined || !Number.isNaN(Number(h['content-length']));
-  }
-  return Boolean(req.is('application/json'));
-}
-
-/**
  * The modern era is claimed by `params._meta` naming a protocol version, or by an MCP-Protocol-Version
  * header naming a modern one (then a missing envelope is a -32602, never a silent fall back to sessions).
  */
@@ -110,7 +97,7 @@ export class McpController {
           406,
         );
       }
-      if (!isJsonBody(req)) {
+      if (!req.is('application/json')) {
         throw new ProtocolError(
           JSONRPC.SERVER_ERROR,
           'Unsupported Media Type: Content-Type must be application/json',
