@@ -47,19 +47,15 @@ export class LegacyTasksMethods implements OnModuleInit {
     const taskId = taskIdOf(p);
     const release = this.quotas.acquire('result_waiters', ctx.principal.id);
     // A drain ends the wait with an answer the client repeats (on another instance, through a balancer)
-    // rather than holding it until the grace period cuts the connection. The request's cancellation ends it
-    // too: one controller fed by both, rather than AbortSignal.any, whose weakly held dependants cost more
-    // per call than the whole wait does when the task is already done (the usual case).
-    const stop = new AbortController();
-    const cancelled = (): void => stop.abort(ctx.signal.reason);
-    if (ctx.signal.aborted) cancelled();
-    else ctx.signal.addEventListener('abort', cancelled, { once: true });
-    const offDrain = this.lifecycle.onDrain(() => stop.abort());
+    // rather than holding it until the grace period cuts the connection.
+    const drained = new AbortController();
+    const offDrain = this.lifecycle.onDrain(() => drained.abort());
     let waited;
     try {
-      waited = await this.tasks.waitForTerminal(ctx.principal.id, taskId, { signal: stop.signal });
+      waited = await this.tasks.waitForTerminal(ctx.principal.id, taskId, {
+        signal: AbortSignal.any([ctx.signal, drained.signal]),
+      });
     } finally {
-      ctx.signal.removeEventListener('abort', cancelled);
       offDrain();
       release();
     }
