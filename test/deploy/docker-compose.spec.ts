@@ -97,7 +97,11 @@ describe('docker-compose.yml', () => {
     const nginxConf = readFileSync(join(REPO_ROOT, mounts.get('/etc/nginx/nginx.conf')!), 'utf8');
     expect(nginxConf).toContain('include /etc/nginx/mcp-proxy.conf;');
     expect(mounts.get('/etc/nginx/mcp-proxy.conf')).toBe('./deploy/nginx/mcp-proxy.conf');
-    const upstreams = [...nginxConf.matchAll(/^\s*server\s+([a-z0-9]+):(\d+);/gm)].map((m) => [m[1], m[2]]);
+    // Each server line may carry parameters after its address (max_fails=0).
+    const upstreams = [...nginxConf.matchAll(/^\s*server\s+([a-z0-9]+):(\d+)(?:\s+[^;]*)?;/gm)].map((m) => [
+      m[1],
+      m[2],
+    ]);
     expect(upstreams).toEqual(scaleInstances.map((n) => [n, services[n].environment!.PORT]));
     const directives = nginxConf.replace(/#.*$/gm, '');
     expect(directives).not.toMatch(/\b(ip_hash|hash|sticky)\b/);

@@ -23,13 +23,33 @@ export function findNginx(): string {
  * keep-alive pool and its idle timeout, which the drain of an instance relies on.
  */
 export async function shippedUpstreamSettings(): Promise<string[]> {
+  return (await shippedUpstreamLines()).filter((l) => !l.startsWith('server '));
+}
+
+/**
+ * The parameters the shipped `server` lines carry after their address (e.g. `max_fails=0`), which the
+ * rendered servers get too; every shipped server line must carry the same ones.
+ */
+export async function shippedServerParameters(): Promise<string> {
+  const params = (await shippedUpstreamLines())
+    .filter((l) => l.startsWith('server '))
+    .map((l) => l.replace(/;$/, '').split(/\s+/).slice(2).join(' '));
+  if (params.length === 0 || params.some((p) => p !== params[0])) {
+    throw new Error(
+      `deploy/nginx/nginx.conf: the server lines must carry the same parameters (${params.join(' | ')})`,
+    );
+  }
+  return params[0];
+}
+
+async function shippedUpstreamLines(): Promise<string[]> {
   const conf = await readFile(join(DEPLOY_DIR, 'nginx', 'nginx.conf'), 'utf8');
   const block = /upstream mcp_servers \{([^}]*)\}/.exec(conf)?.[1];
   if (!block) throw new Error('deploy/nginx/nginx.conf has no upstream mcp_servers block');
   return block
     .split('\n')
     .map((l) => l.replace(/#.*/, '').trim())
-    .filter((l) => l !== '' && !l.startsWith('server '));
+    .filter((l) => l !== '');
 }
 
 /**
@@ -39,6 +59,7 @@ export async function shippedUpstreamSettings(): Promise<string[]> {
 export async function startNginx(upstreams: string[]): Promise<Nginx> {
   const dir = await mkdtemp(join(tmpdir(), 'mcp-nginx-'));
   const port = await freePort();
+  const serverParameters = await shippedServerParameters();
   const conf = `
 daemon off;
 worker_processes 1;
@@ -55,7 +76,7 @@ http {
   uwsgi_temp_path ${dir}/uwsgi;
   scgi_temp_path ${dir}/scgi;
   upstream mcp_servers {
-${upstreams.map((u) => `    server ${u};`).join('\n')}
+${upstreams.map((u) => `    server ${u} ${serverParameters};`).join('\n')}
 ${(await shippedUpstreamSettings()).map((l) => `    ${l}`).join('\n')}
   }
   server {
