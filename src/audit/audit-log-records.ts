@@ -1,24 +1,13 @@
 import type { Context } from '@opentelemetry/api';
 import { logs, SeverityNumber, type LogAttributes } from '@opentelemetry/api-logs';
+import type { AuditRecord } from './audit.types.js';
 
 /** The instrumentation scope of the audit trail's log records (a collector routes on it). */
 export const AUDIT_LOGGER_NAME = 'mcp-task-server.audit';
 
 /** One written audit row as a log record sees it: the export's fields without id and at (not known here). */
-export interface AuditLogRow {
-  kind: string;
+export interface AuditLogRow extends Omit<AuditRecord, 'id' | 'at' | 'actor' | 'detail'> {
   actor: string;
-  principal: string | null;
-  taskId: string | null;
-  sessionId: string | null;
-  tool: string | null;
-  era: string | null;
-  status: string | null;
-  previousStatus: string | null;
-  attempt: number | null;
-  instanceId: string | null;
-  traceId: string | null;
-  requestId: string | null;
   /** JSON text, as written to the jsonb column. */
   detail: string | null;
   /** When the event was recorded (epoch ms, this process's clock). */
