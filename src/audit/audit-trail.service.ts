@@ -15,7 +15,7 @@ import { MetricsService } from '../metrics/metrics.service.js';
 import { errorMessage } from '../common/error-message.js';
 import { TelemetryConfig } from '../telemetry/telemetry.config.js';
 import { AuditConfig } from './audit.config.js';
-import { currentAuditContext } from './audit-context.js';
+import { currentAuditContext, type AuditContext } from './audit-context.js';
 import { emitAuditLogRecords, type AuditLogRow } from './audit-log-records.js';
 import type { AuditEvent } from './audit.types.js';
 
@@ -93,6 +93,7 @@ export class AuditTrail implements OnApplicationShutdown {
   /** Log records waiting for the commit of the TypeORM transaction that wrote their rows. */
   private readonly uncommitted = new WeakMap<QueryRunner, AuditLogRow[]>();
   private readonly written: Counter<'kind'>;
+  private readonly byKind = new Map<string, Counter.Internal>();
   private readonly failures: Counter;
   private readonly dropped: Counter;
   private readonly emitting: boolean;
@@ -141,28 +142,51 @@ export class AuditTrail implements OnApplicationShutdown {
   /** Records `event` in the transaction `runner` (see the class comment). */
   async record(runner: SqlTx | SqlRunner, event: AuditEvent): Promise<void> {
     if (!this.config.AUDIT_ENABLED) return;
-    const values = this.valuesOf(event);
-    this.written.inc({ kind: event.kind });
-    const log = this.emitting ? logRowOf(values, Date.now(), otelContext.active()) : null;
     if (isSqlTx(runner)) {
-      const rows = this.queued.get(runner);
-      if (rows) {
-        rows.push(values);
-        if (log) this.txLogs.get(runner)?.push(log);
-        return;
-      }
-      const fresh = [values];
-      this.queued.set(runner, fresh);
-      runner.atCommitBuilt(() => this.insertText(runner, fresh));
-      if (log) {
-        const logRows = [log];
-        this.txLogs.set(runner, logRows);
-        runner.afterCommit(() => emitAuditLogRecords(logRows));
-      }
+      this.queue(runner, event);
       return;
     }
+    const values = this.valuesOf(event, currentAuditContext());
+    this.count(event.kind);
     await runner.query(`INSERT INTO "mcp_audit_event" (${COLUMNS}) VALUES ${ROW_PLACEHOLDERS(0)}`, values);
-    if (log) this.afterManagerCommit(runner, [log]);
+    if (this.emitting) this.afterManagerCommit(runner, [logRowOf(values, Date.now(), otelContext.active())]);
+  }
+
+  /**
+   * `record` for a task transaction, without a promise: the row joins the one INSERT sent with `tx`'s COMMIT.
+   * The task paths call it for every change, so it allocates nothing it does not write; `ctx` is the audit
+   * context the caller already read (else the current one).
+   */
+  queue(tx: SqlTx, event: AuditEvent, ctx: AuditContext = currentAuditContext()): void {
+    if (!this.config.AUDIT_ENABLED) return;
+    const values = this.valuesOf(event, ctx);
+    this.count(event.kind);
+    const rows = this.queued.get(tx);
+    if (rows) rows.push(values);
+    else {
+      const fresh = [values];
+      this.queued.set(tx, fresh);
+      tx.atCommitBuilt(() => this.insertText(tx, fresh));
+    }
+    if (!this.emitting) return;
+    const log = logRowOf(values, Date.now(), otelContext.active());
+    const logRows = this.txLogs.get(tx);
+    if (logRows) logRows.push(log);
+    else {
+      const fresh = [log];
+      this.txLogs.set(tx, fresh);
+      tx.afterCommit(() => emitAuditLogRecords(fresh));
+    }
+  }
+
+  /** mcp_audit_events_total{kind}: the labelled child of each kind looked up once, not hashed per row. */
+  private count(kind: string): void {
+    let child = this.byKind.get(kind);
+    if (!child) {
+      child = this.written.labels(kind);
+      this.byKind.set(kind, child);
+    }
+    child.inc();
   }
 
   /**
@@ -175,8 +199,8 @@ export class AuditTrail implements OnApplicationShutdown {
       this.dropped.inc();
       return;
     }
-    const values = this.valuesOf(event);
-    this.written.inc({ kind: event.kind });
+    const values = this.valuesOf(event, currentAuditContext());
+    this.count(event.kind);
     this.soon.push({
       values,
       log: this.emitting ? logRowOf(values, Date.now(), otelContext.active()) : null,
@@ -247,9 +271,9 @@ export class AuditTrail implements OnApplicationShutdown {
     }
   }
 
-  private valuesOf(e: AuditEvent): RowValues {
-    const ctx = currentAuditContext();
-    const detail = { ...(e.detail ?? {}), ...(ctx.actor.via ? { via: ctx.actor.via } : {}) };
+  private valuesOf(e: AuditEvent, ctx: AuditContext): RowValues {
+    const via = ctx.actor.via;
+    const detail = via ? { ...e.detail, via } : e.detail;
     return [
       e.kind,
       e.actor ?? ctx.actor.kind,
@@ -264,7 +288,7 @@ export class AuditTrail implements OnApplicationShutdown {
       this.origin.instanceId,
       e.traceId ?? ctx.traceId,
       ctx.requestId,
-      Object.keys(detail).length === 0 ? null : JSON.stringify(detail),
+      !detail || Object.keys(detail).length === 0 ? null : JSON.stringify(detail),
     ];
   }
 

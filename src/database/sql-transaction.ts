@@ -3,6 +3,7 @@ import type { DataSource } from 'typeorm';
 import type { PreparedStatement } from './prepared-query.js';
 import { fallBackToUnnamed, poolOf, queryFor } from './statement-mode.js';
 import { errorMessage } from '../common/error-message.js';
+import { sqlLiteral } from './sql-literal.js';
 
 /** What a statement runner must offer: a TypeORM EntityManager and an SqlTx both do. */
 export interface SqlRunner {
@@ -214,7 +215,7 @@ class PooledTx implements SqlTx {
   }
 
   literal(value: string): string {
-    return this.client.escapeLiteral(value);
+    return sqlLiteral(value);
   }
 
   /** The closing round trip (simple protocol): the queued statements, the NOTIFYs, then COMMIT. */

@@ -84,7 +84,7 @@ export class JanitorRepository {
           ),
         );
         // The last trace of a task: once its row is gone, only the audit trail says it existed.
-        await this.audit.deleted(
+        this.audit.deleted(
           m,
           rows.map((r) => ({
             id: r.id as string,

@@ -1,5 +1,5 @@
 import { Injectable, Optional } from '@nestjs/common';
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { currentAuditContext, type AuditContext } from '../audit/audit-context.js';
 import { AuditTrail } from '../audit/audit-trail.service.js';
 import type { AuditActorKind, AuditEvent, AuditKind } from '../audit/audit.types.js';
@@ -44,7 +44,8 @@ export interface DeletedTask {
  */
 function sizeAndHash(value: unknown): { bytes: number; sha256: string } {
   const json = canonicalJson(value);
-  return { bytes: Buffer.byteLength(json), sha256: createHash('sha256').update(json).digest('hex') };
+  // crypto.hash: one call, no Hash object (Node >= 20.12, which package.json's engines already require).
+  return { bytes: Buffer.byteLength(json), sha256: hash('sha256', json, 'hex') };
 }
 
 /** The trace id of a stored W3C traceparent (`00-<trace id>-<span id>-<flags>`). */
@@ -110,53 +111,60 @@ export class TaskAuditWriter {
     return this.trail.enabled;
   }
 
-  /** Records the change of `task` from `previous` (null: created) inside `m` (see the class comment). */
-  async changed(
-    m: SqlTx,
-    task: TaskSnapshot,
-    previous: TaskStatus | null,
-    note?: TaskAuditNote,
-  ): Promise<void> {
+  /**
+   * Records the change of `task` from `previous` (null: created) inside `m` (see the class comment). It is
+   * synchronous (the rows join the INSERT sent with the COMMIT), so the task paths await nothing for it.
+   */
+  changed(m: SqlTx, task: TaskSnapshot, previous: TaskStatus | null, note?: TaskAuditNote): void {
     if (!this.trail.enabled) return;
+    const ctx = currentAuditContext();
     const kind = note?.kind ?? derivedKind(task, previous);
-    if (kind) await this.trail.record(m, this.event(kind, task, previous, note));
+    if (kind) this.trail.queue(m, this.event(kind, task, previous, ctx, note), ctx);
     if (previous === null && task.redrivenFrom) {
-      await this.trail.record(m, {
-        ...this.event('task.redriven', task, null),
-        taskId: task.redrivenFrom,
-        status: null,
-        attempt: null,
-        detail: withOwner(task, currentAuditContext(), { newTaskId: task.id }),
-      });
+      this.trail.queue(
+        m,
+        {
+          ...this.event('task.redriven', task, null, ctx),
+          taskId: task.redrivenFrom,
+          status: null,
+          attempt: null,
+          detail: withOwner(task, ctx, { newTaskId: task.id }),
+        },
+        ctx,
+      );
     }
     // A resume leased here starts a run at once (a claim names its own). A creation leased to this instance
     // starts attempt 1 too, but its task.created row says so (attempt 1, detail.queued false): a row of its
     // own would be a third INSERT on every task's hot path for nothing a reader could not see already.
     if (note?.runStarts) {
-      await this.trail.record(m, {
-        ...this.event('task.attempt', task, previous),
-        actor: 'worker',
-        detail: { start: 'resumed' },
-      });
+      this.trail.queue(
+        m,
+        { ...this.event('task.attempt', task, previous, ctx), actor: 'worker', detail: { start: 'resumed' } },
+        ctx,
+      );
     }
   }
 
   /** Records task.deleted for each row the janitor removed, inside the transaction that deleted them. */
-  async deleted(m: SqlTx, rows: readonly DeletedTask[]): Promise<void> {
+  deleted(m: SqlTx, rows: readonly DeletedTask[]): void {
     if (!this.trail.enabled) return;
     const ctx = currentAuditContext();
     for (const r of rows) {
-      await this.trail.record(m, {
-        kind: 'task.deleted',
-        principal: principalFor(r.ownerId, ctx),
-        taskId: r.id,
-        sessionId: r.sessionId,
-        tool: r.toolName,
-        era: r.era,
-        status: r.status,
-        attempt: r.attempt,
-        detail: { createdAt: r.createdAt.toISOString() },
-      });
+      this.trail.queue(
+        m,
+        {
+          kind: 'task.deleted',
+          principal: principalFor(r.ownerId, ctx),
+          taskId: r.id,
+          sessionId: r.sessionId,
+          tool: r.toolName,
+          era: r.era,
+          status: r.status,
+          attempt: r.attempt,
+          detail: { createdAt: r.createdAt.toISOString() },
+        },
+        ctx,
+      );
     }
   }
 
@@ -164,9 +172,9 @@ export class TaskAuditWriter {
     kind: AuditKind,
     task: TaskSnapshot,
     previous: TaskStatus | null,
+    ctx: AuditContext,
     note?: TaskAuditNote,
   ): AuditEvent {
-    const ctx = currentAuditContext();
     // An owner's read or write that finds the ttl run out expires the task, but the owner did not expire it.
     const actor =
       note?.actor ?? (kind === 'task.expired' && ctx.actor.kind === 'owner' ? 'system' : ctx.actor.kind);

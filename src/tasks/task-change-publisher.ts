@@ -67,7 +67,7 @@ export class TaskChangePublisher {
       previousStatus: previous,
       generation: task.generation,
     };
-    await this.audit.changed(m, task, previous, audit);
+    this.audit.changed(m, task, previous, audit);
     for (const hook of this.changeHooks) await hook(m, task, previous);
     await this.bus.publish(TASK_CHANNEL, { ...change }, m);
   }
