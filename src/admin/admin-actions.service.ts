@@ -10,6 +10,7 @@ import { TaskCreationRepository } from '../tasks/task-creation.repository.js';
 import { TasksAdminRepository } from '../tasks/tasks-admin.repository.js';
 import { TasksConfig } from '../tasks/tasks.config.js';
 import { TaskError, TaskErrorCode } from '../tasks/tasks.errors.js';
+import { TaskMetrics } from '../tasks/task-metrics.service.js';
 import { TasksService } from '../tasks/tasks.service.js';
 
 /** What an action did, as the flash message after the redirect names it (flash codes, see admin-flash.ts). */
@@ -39,6 +40,7 @@ export class AdminActions {
     private readonly sessions: SessionsService,
     private readonly tasksConfig: TasksConfig,
     private readonly quotasConfig: QuotasConfig,
+    private readonly metrics: TaskMetrics,
   ) {}
 
   async cancelTask(operator: Principal, id: string): Promise<ActionOutcome> {
@@ -66,6 +68,7 @@ export class AdminActions {
           maxRetainedPerOwner: this.quotasConfig.QUOTA_RETAINED_TASKS_PER_OWNER,
         }),
       );
+      this.metrics.taskCreated(task.toolName, 'redriven');
       this.logger.log(`task ${id} redriven as ${task.id} by operator ${operator.id}`);
       return { done: 'redriven', newTaskId: task.id };
     } catch (err) {

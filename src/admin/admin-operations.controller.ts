@@ -49,6 +49,7 @@ const QUOTA_SETTINGS: Record<string, keyof QuotasConfig> = {
   task_params_bytes: 'QUOTA_TASK_PARAMS_BYTES',
   task_result_bytes: 'QUOTA_TASK_RESULT_BYTES',
   task_input_bytes: 'QUOTA_TASK_INPUT_BYTES',
+  task_checkpoint_bytes: 'QUOTA_TASK_CHECKPOINT_BYTES',
   session_client_bytes: 'QUOTA_SESSION_CLIENT_BYTES',
   client_response_bytes: 'QUOTA_CLIENT_RESPONSE_BYTES_PER_SESSION',
   retained_tasks: 'QUOTA_RETAINED_TASKS_PER_OWNER',

@@ -3,6 +3,7 @@ import { BUILD_VERSION } from '../common/build-info.js';
 import type { LoggingLevel, ToolContext } from '../tool-dispatch/tool-context.js';
 import { ToolRegistry } from '../tool-dispatch/tool-registry.service.js';
 import { serialiseCheckpoint } from '../tool-dispatch/checkpoint.js';
+import { QuotaService } from '../quotas/quota.service.js';
 import { QuotasConfig } from '../quotas/quotas.config.js';
 import type {
   CompletionContext,
@@ -86,6 +87,7 @@ export class McpMethodsService implements OnModuleInit {
     private readonly catalog: ToolRegistry,
     private readonly methods: MethodRegistry,
     private readonly quotas: QuotasConfig,
+    private readonly quotaService: QuotaService,
   ) {}
 
   onModuleInit(): void {
@@ -175,7 +177,12 @@ export class McpMethodsService implements OnModuleInit {
       checkpoint: run
         ? (state) => run.checkpoint(state)
         : async (state) => {
-            serialiseCheckpoint(state, this.quotas.QUOTA_TASK_CHECKPOINT_BYTES);
+            try {
+              serialiseCheckpoint(state, this.quotas.QUOTA_TASK_CHECKPOINT_BYTES);
+            } catch (err) {
+              this.quotaService.countRefusalIn(err);
+              throw err;
+            }
           },
     };
   }

@@ -12,6 +12,7 @@ export type QuotaName =
   | 'task_params_bytes'
   | 'task_result_bytes'
   | 'task_input_bytes'
+  | 'task_checkpoint_bytes'
   | 'session_client_bytes'
   | 'client_response_bytes'
   | 'retained_tasks';

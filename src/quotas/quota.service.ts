@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { Counter } from 'prom-client';
+import { CheckpointError } from '../tool-dispatch/checkpoint.js';
 import { QuotasConfig } from './quotas.config.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { QuotaErrorCode, QuotaExceededError, type QuotaName } from './quota.errors.js';
@@ -16,6 +17,7 @@ const ALL_QUOTAS: QuotaName[] = [
   'task_params_bytes',
   'task_result_bytes',
   'task_input_bytes',
+  'task_checkpoint_bytes',
   'session_client_bytes',
   'client_response_bytes',
   'retained_tasks',
@@ -101,6 +103,14 @@ export class QuotaService {
       setting,
       retryAfterSeconds,
     );
+  }
+
+  /**
+   * Counts a quota refusal another module reports with an error of its own: a checkpoint over
+   * QUOTA_TASK_CHECKPOINT_BYTES, which the tool sees as a CheckpointError. Anything else is not counted.
+   */
+  countRefusalIn(err: unknown): void {
+    if (err instanceof CheckpointError && err.quota) this.rejections.inc({ quota: err.quota });
   }
 
   /** Before authentication: one token from the client address's bucket, or a 429. */

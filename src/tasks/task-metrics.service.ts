@@ -8,12 +8,12 @@ import { TaskOutcomesRepository } from './task-outcomes.repository.js';
 import { TasksAdminRepository } from './tasks-admin.repository.js';
 
 export type FinishedStatus = 'completed' | 'failed' | 'cancelled' | 'expired';
-export type CreationMode = 'immediate' | 'escalated';
+export type CreationMode = 'immediate' | 'escalated' | 'redriven';
 /** A lost worker's task re-queued for its next attempt (resumable, budget left), or failed. */
 export type RescueOutcome = 'requeued' | 'failed';
 
 const FINISHED_STATUSES: readonly FinishedStatus[] = ['completed', 'failed', 'cancelled', 'expired'];
-const CREATION_MODES: readonly CreationMode[] = ['immediate', 'escalated'];
+const CREATION_MODES: readonly CreationMode[] = ['immediate', 'escalated', 'redriven'];
 const RESCUE_OUTCOMES: readonly RescueOutcome[] = ['requeued', 'failed'];
 /** The final worker writes (task-runner.service.ts WriteOp). */
 const WRITE_OPS = ['complete', 'fail', 'park', 'requeue'] as const;
@@ -72,7 +72,9 @@ export class TaskMetrics implements OnModuleInit {
     });
     this.created = new Counter({
       name: 'mcp_tasks_created_total',
-      help: 'Tasks created, by tool and mode (immediate: legacy task handle; escalated: after the inline window).',
+      help:
+        'Tasks created by this server, by tool and mode (immediate: legacy task handle; escalated: after the ' +
+        "inline window; redriven: an operator's redrive in the console; the CLI's redrives are in the audit trail).",
       labelNames: ['tool', 'mode'] as const,
       registers,
     });

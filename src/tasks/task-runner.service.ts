@@ -31,6 +31,7 @@ import { TaskOutcomesRepository } from './task-outcomes.repository.js';
 import { CheckpointChain, sleep, type RunHandle, type RunningTask, type WrittenOutcome } from './task-run.js';
 import { CheckpointError } from '../tool-dispatch/checkpoint.js';
 import type { JsonValue } from '../tool-dispatch/tool-context.js';
+import { QuotaService } from '../quotas/quota.service.js';
 import { QuotasConfig } from '../quotas/quotas.config.js';
 import { TaskWorkerRepository, type WorkerFence } from './task-worker.repository.js';
 import { LifecycleConfig } from '../lifecycle/lifecycle.config.js';
@@ -91,6 +92,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     private readonly lifecycle: LifecycleService,
     private readonly work: TaskWork,
     private readonly quotas: QuotasConfig,
+    private readonly quotaService: QuotaService,
   ) {}
 
   onModuleInit(): void {
@@ -240,9 +242,12 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
   /** The fenced checkpoint writes of one run, in order; a refused one rejects naming why. */
   private checkpointChain(task: TaskSnapshot, fence: WorkerFence): CheckpointChain {
     return new CheckpointChain(async (state) => {
-      const r = await this.repo.saveCheckpoint(fence, state, {
-        maxBytes: this.quotas.QUOTA_TASK_CHECKPOINT_BYTES,
-      });
+      const r = await this.repo
+        .saveCheckpoint(fence, state, { maxBytes: this.quotas.QUOTA_TASK_CHECKPOINT_BYTES })
+        .catch((err: unknown) => {
+          this.quotaService.countRefusalIn(err);
+          throw err;
+        });
       if (r.applied) return;
       this.metrics.staleWrite(task.toolName);
       throw new CheckpointError(

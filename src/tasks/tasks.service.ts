@@ -15,6 +15,7 @@ import type { ProgressUpdate } from '../tool-dispatch/tool-context.js';
 import { TaskCreationRepository, type NewTask } from './task-creation.repository.js';
 import type { CreationLimits } from './creation-limits.js';
 import { TasksRepository, type MergeResult, type VersionedTask } from './tasks.repository.js';
+import { QuotaService } from '../quotas/quota.service.js';
 import { QuotasConfig } from '../quotas/quotas.config.js';
 import { serialiseCheckpoint } from '../tool-dispatch/checkpoint.js';
 import { RetryableFailure } from './task-retry.js';
@@ -113,8 +114,14 @@ export class EscalationLink {
   /** The latest state the work saved before there was a task to save it on (checked already). */
   private pendingCheckpoint: { state: unknown } | undefined;
 
-  /** `checkpointBytes`: QUOTA_TASK_CHECKPOINT_BYTES, checked at once even while no task exists yet. */
-  constructor(private readonly checkpointBytes = Number.POSITIVE_INFINITY) {}
+  /**
+   * `checkpointBytes`: QUOTA_TASK_CHECKPOINT_BYTES, checked at once even while no task exists yet;
+   * `onRefused` hears of a checkpoint refused here (QuotaService.countRefusalIn counts the quota ones).
+   */
+  constructor(
+    private readonly checkpointBytes = Number.POSITIVE_INFINITY,
+    private readonly onRefused: (err: unknown) => void = () => undefined,
+  ) {}
 
   /**
    * A checkpoint from the work: checked (JSON, size) at once; before the task exists only the latest is
@@ -123,7 +130,14 @@ export class EscalationLink {
   async checkpoint(state: unknown): Promise<void> {
     if (this.saver) return this.saver(state);
     // A copy as JSON, so later changes the work makes to its own object are not what gets written.
-    this.pendingCheckpoint = { state: JSON.parse(serialiseCheckpoint(state, this.checkpointBytes)) };
+    let json: string;
+    try {
+      json = serialiseCheckpoint(state, this.checkpointBytes);
+    } catch (err) {
+      this.onRefused(err);
+      throw err;
+    }
+    this.pendingCheckpoint = { state: JSON.parse(json) };
   }
 
   /** The checkpoint kept while inline, to be written on the task (once). */
@@ -212,6 +226,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     private readonly quotasConfig: QuotasConfig,
     private readonly metrics: TaskMetrics,
     private readonly claimer: TaskClaimer,
+    private readonly quotaService: QuotaService,
   ) {
     this.finished = new FinishedTaskCache(config.FINISHED_TASK_CACHE_MAX, config.FINISHED_TASK_CACHE_BYTES);
   }
@@ -448,7 +463,9 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     // kept once the window ran out. It is queued, and answered inline if a worker ends it within the window.
     if (!this.claimer.hasFreeSlot()) return this.queueAndWait(input, windowMs, opts.signal);
     const controller = new AbortController();
-    const link = new EscalationLink(this.quotasConfig.QUOTA_TASK_CHECKPOINT_BYTES);
+    const link = new EscalationLink(this.quotasConfig.QUOTA_TASK_CHECKPOINT_BYTES, (err) =>
+      this.quotaService.countRefusalIn(err),
+    );
     const onCallerAbort = (): void => controller.abort(new Error('request closed'));
     opts.signal?.addEventListener('abort', onCallerAbort, { once: true });
     const running = Promise.resolve().then(() => work(controller.signal, link));

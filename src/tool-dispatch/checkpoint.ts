@@ -1,4 +1,5 @@
 import { unstorableText } from '../common/storable-text.js';
+import type { QuotaName } from '../quotas/quota.errors.js';
 
 /** The setting that caps a checkpoint (QuotasConfig), named in every size refusal. */
 export const CHECKPOINT_SETTING = 'QUOTA_TASK_CHECKPOINT_BYTES';
@@ -9,7 +10,15 @@ export const CHECKPOINT_SETTING = 'QUOTA_TASK_CHECKPOINT_BYTES';
  * state would be refused again.
  */
 export class CheckpointError extends Error {
-  constructor(message: string) {
+  /**
+   * @param quota the quota the checkpoint broke (its size over QUOTA_TASK_CHECKPOINT_BYTES), so whoever
+   *   saves checkpoints counts it in mcp_quota_rejections_total like every other quota refusal; absent when
+   *   the state is not JSON or the run lost its task (not a quota).
+   */
+  constructor(
+    message: string,
+    readonly quota?: QuotaName,
+  ) {
     super(message);
     this.name = 'CheckpointError';
   }
@@ -84,6 +93,7 @@ export function serialiseCheckpoint(state: unknown, maxBytes: number): string {
   if (bytes > maxBytes) {
     throw new CheckpointError(
       `The checkpoint is ${bytes} bytes of JSON, over ${CHECKPOINT_SETTING} = ${maxBytes} bytes`,
+      'task_checkpoint_bytes',
     );
   }
   return json;

@@ -2,6 +2,7 @@ import type { INestApplication } from '@nestjs/common';
 import request from 'supertest';
 import { CONSOLE_LIMITS } from '../../src/admin/admin-limits.js';
 import { runCli } from '../../src/cli/cli.js';
+import { metricValue } from '../support/controlled-executor.js';
 import { runServer } from '../support/server-process.js';
 import { LegacyClient, PROXY_SECRET, asUser, freshUser, waitFor } from '../support/tasks-e2e.js';
 import { createTestApp, loopbackUrl } from '../support/test-app.js';
@@ -317,6 +318,8 @@ describe('the /admin console over HTTP (real AppModule, SSO proxy and API keys)'
       const owner = freshUser('owner');
       const client = await LegacyClient.open(mcpUrl, {}, asUser(owner));
       const task = await client.createTask('slow_compute', { seconds: 30, label: 'console' });
+      const redrivenCount = (): Promise<number> =>
+        metricValue(app, 'mcp_tasks_created_total', { tool: 'slow_compute', mode: 'redriven' });
       // An audit row whose detail carries markup: shown as text, never as HTML.
       await withClient(db.url, (c) =>
         c.query(
@@ -349,8 +352,11 @@ describe('the /admin console over HTTP (real AppModule, SSO proxy and API keys)'
       const again = await post(`/admin/tasks/${task.taskId}/cancel`, csrfOf(after.text));
       expect(again.headers.location).toBe(`/admin/tasks/${task.taskId}?flash=already-finished`);
 
+      const createdBefore = await redrivenCount();
       const redriven = await post(`/admin/tasks/${task.taskId}/redrive`, csrfOf(after.text));
       expect(redriven.status).toBe(303);
+      // The redrive is a task created on this server: counted as one, in the mode that says how it came.
+      expect(await redrivenCount()).toBe(createdBefore + 1);
       const newId = /^\/admin\/tasks\/([^?]+)\?flash=redriven$/.exec(redriven.headers.location)?.[1];
       expect(newId).toBeDefined();
       expect(newId).not.toBe(task.taskId);
