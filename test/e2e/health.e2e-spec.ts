@@ -31,29 +31,37 @@ describe('/health/ready (real AppModule, real PostgreSQL)', () => {
   });
 
   it('serves concurrent probes from one shared check, and checks again once the cache is stale', async () => {
-    let calls = 0;
-    let release!: () => void;
-    const gate = new Promise<void>((r) => (release = r));
-    app.get(HealthService).register('counted', async () => {
-      calls++;
-      await gate;
-      return { status: 'up' };
-    });
-    await sleep(READINESS_CACHE_MS + 100); // whatever earlier requests cached is stale now
-    const lifecycle = app.get(LifecycleService);
-    const probes = Array.from({ length: 20 }, () => http().get('/health/ready'));
-    const answers = Promise.all(probes.map((p) => p.then((r) => r)));
-    await until(() => lifecycle.inFlightRequests >= 20 && calls === 1, 'all probes in flight');
-    release();
-    for (const res of await answers) {
-      expect(res.status).toBe(200);
-      expect(res.body.checks.counted).toEqual({ status: 'up' });
-    }
-    expect(calls).toBe(1);
+    // An app of its own with a check timeout far above the time 20 requests take to arrive on a loaded
+    // machine: with this suite's 300 ms one, the blocked check timed out before the last probe was in.
+    const own = await createTestApp(db.url, { HEALTH_DB_TIMEOUT_MS: '5000' });
+    try {
+      const ownHttp = () => request(own.getHttpServer());
+      let calls = 0;
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      own.get(HealthService).register('counted', async () => {
+        calls++;
+        await gate;
+        return { status: 'up' };
+      });
+      await sleep(READINESS_CACHE_MS + 100); // whatever earlier requests cached is stale now
+      const lifecycle = own.get(LifecycleService);
+      const probes = Array.from({ length: 20 }, () => ownHttp().get('/health/ready'));
+      const answers = Promise.all(probes.map((p) => p.then((r) => r)));
+      await until(() => lifecycle.inFlightRequests >= 20 && calls === 1, 'all probes in flight');
+      release();
+      for (const res of await answers) {
+        expect(res.status).toBe(200);
+        expect(res.body.checks.counted).toEqual({ status: 'up' });
+      }
+      expect(calls).toBe(1);
 
-    await sleep(READINESS_CACHE_MS + 100);
-    await http().get('/health/ready').expect(200);
-    expect(calls).toBe(2);
+      await sleep(READINESS_CACHE_MS + 100);
+      await ownHttp().get('/health/ready').expect(200);
+      expect(calls).toBe(2);
+    } finally {
+      await own.close();
+    }
   });
 
   it('cancels a blocked database probe on the server and answers 503 with a fixed reason', async () => {
