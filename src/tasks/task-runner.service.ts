@@ -75,6 +75,13 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
   private drainStartedAt: number | undefined;
   /** The drain was announced: resumable runs are handed over, including any that start from now on. */
   private handingOver = false;
+  /**
+   * The application has shut down (its pool is closing or closed): nothing a run writes from now on can
+   * land, so every run still here, and any a claim already under way starts after the shutdown's own pass,
+   * counts as taken by the shutdown and gives its writes up at their next failure instead of retrying
+   * against a closed pool for TASK_WRITE_RETRY_MS (the lease lapses; the janitor ends or re-queues the task).
+   */
+  private closed = false;
   private offBus: (() => void) | undefined;
   private offResync: (() => void) | undefined;
   private readonly startedListeners = new Set<(taskId: string) => void>();
@@ -394,6 +401,8 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
   }
 
   onApplicationShutdown(): void {
+    this.closed = true;
+    for (const entry of this.running.values()) entry.shutdown = true;
     clearInterval(this.leaseTimer);
     this.offBus?.();
     this.offResync?.();
@@ -425,7 +434,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
         this.config.TASK_PROGRESS_WRITE_MS,
         (err) => this.logger.debug?.(`progress of task ${task.id} not written: ${errorMessage(err)}`),
       ),
-      shutdown: false,
+      shutdown: this.closed,
       handedOver: false,
       lost: false,
       settled: false,
