@@ -1,15 +1,15 @@
 import { trace, context as otelContext, isSpanContextValid } from '@opentelemetry/api';
-import { AsyncLocalStorage } from 'node:async_hooks';
+import { contextSlot } from '../common/execution-context.js';
 import { requestContext } from '../logging/request-context.js';
 import type { AuditActor } from './audit.types.js';
 
 /**
  * Who is acting, for every audit row written while `fn` runs: an operator (CLI, console), the janitor, a
  * worker running a claimed task. Outside any of these, a row written while serving a request is the
- * request principal's (actor 'owner'), and anything else is the system's. Kept in an AsyncLocalStorage so
+ * request principal's (actor 'owner'), and anything else is the system's. Kept in the execution context so
  * the repositories that write the rows need no extra parameter on every path that changes a task.
  */
-const actorStore = new AsyncLocalStorage<AuditActor>();
+const actorStore = contextSlot<AuditActor>('audit actor');
 
 export function asActor<T>(actor: AuditActor, fn: () => T): T {
   return actorStore.run(actor, fn);
@@ -20,7 +20,7 @@ export function asActor<T>(actor: AuditActor, fn: () => T): T {
  * several callers (a commit group of creations or outcomes runs in whichever caller's context came first)
  * writes each caller's rows under that caller's context.
  */
-const pinnedStore = new AsyncLocalStorage<AuditContext>();
+const pinnedStore = contextSlot<AuditContext>('pinned audit context');
 
 /** The audit context of the code running now, to hand to inAuditContext later. */
 export function captureAuditContext(): AuditContext {
@@ -40,10 +40,10 @@ export interface AuditContext {
 }
 
 export function currentAuditContext(): AuditContext {
-  const pinned = pinnedStore.getStore();
+  const pinned = pinnedStore.get();
   if (pinned) return pinned;
   const request = requestContext.getStore();
-  const explicit = actorStore.getStore();
+  const explicit = actorStore.get();
   const actor: AuditActor =
     explicit ??
     (request?.principalId

@@ -1,5 +1,5 @@
 import { SpanStatusCode, type Context, type Span } from '@opentelemetry/api';
-import { AsyncLocalStorage } from 'node:async_hooks';
+import { contextSlot } from '../common/execution-context.js';
 import { createHash } from 'node:crypto';
 import { KNOWN_ERROR_CODES } from '../protocol/json-rpc.js';
 
@@ -84,7 +84,7 @@ export function hashSessionId(sessionId: string): string {
   return createHash('sha256').update(sessionId).digest('hex');
 }
 
-const store = new AsyncLocalStorage<McpOperation>();
+const store = contextSlot<McpOperation>('mcp operation');
 
 export function runInOperation<T>(op: McpOperation, fn: () => T): T {
   return store.run(op, fn);
@@ -92,5 +92,5 @@ export function runInOperation<T>(op: McpOperation, fn: () => T): T {
 
 /** The operation of the request being served, if any (undefined in background work). */
 export function currentOperation(): McpOperation | undefined {
-  return store.getStore();
+  return store.get();
 }
