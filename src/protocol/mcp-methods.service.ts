@@ -2,9 +2,7 @@ import { Injectable, type OnModuleInit } from '@nestjs/common';
 import { BUILD_VERSION } from '../common/build-info.js';
 import type { LoggingLevel, ToolContext } from '../tool-dispatch/tool-context.js';
 import { ToolRegistry } from '../tool-dispatch/tool-registry.service.js';
-import { serialiseCheckpoint } from '../tool-dispatch/checkpoint.js';
 import { QuotaService } from '../quotas/quota.service.js';
-import { QuotasConfig } from '../quotas/quotas.config.js';
 import type {
   CompletionContext,
   CompletionRef,
@@ -86,7 +84,6 @@ export class McpMethodsService implements OnModuleInit {
   constructor(
     private readonly catalog: ToolRegistry,
     private readonly methods: MethodRegistry,
-    private readonly quotas: QuotasConfig,
     private readonly quotaService: QuotaService,
   ) {}
 
@@ -177,12 +174,7 @@ export class McpMethodsService implements OnModuleInit {
       checkpoint: run
         ? (state) => run.checkpoint(state)
         : async (state) => {
-            try {
-              serialiseCheckpoint(state, this.quotas.QUOTA_TASK_CHECKPOINT_BYTES);
-            } catch (err) {
-              this.quotaService.countRefusalIn(err);
-              throw err;
-            }
+            this.quotaService.checkpointJson(state);
           },
     };
   }

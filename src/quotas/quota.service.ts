@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { Counter } from 'prom-client';
-import { CheckpointError } from '../tool-dispatch/checkpoint.js';
+import { CheckpointError, serialiseCheckpoint } from '../tool-dispatch/checkpoint.js';
 import { QuotasConfig } from './quotas.config.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { QuotaErrorCode, QuotaExceededError, type QuotaName } from './quota.errors.js';
@@ -106,11 +106,18 @@ export class QuotaService {
   }
 
   /**
-   * Counts a quota refusal another module reports with an error of its own: a checkpoint over
-   * QUOTA_TASK_CHECKPOINT_BYTES, which the tool sees as a CheckpointError. Anything else is not counted.
+   * The JSON text a task checkpoint is stored as (serialiseCheckpoint, capped by QUOTA_TASK_CHECKPOINT_BYTES).
+   * Every checkpoint a handler saves passes here, inline or as a task, so a state over the cap is counted in
+   * mcp_quota_rejections_total{quota="task_checkpoint_bytes"} in one place; the CheckpointError is rethrown
+   * for the tool to see. A state that is not JSON is refused the same way but is not a quota, so not counted.
    */
-  countRefusalIn(err: unknown): void {
-    if (err instanceof CheckpointError && err.quota) this.rejections.inc({ quota: err.quota });
+  checkpointJson(state: unknown): string {
+    try {
+      return serialiseCheckpoint(state, this.config.QUOTA_TASK_CHECKPOINT_BYTES);
+    } catch (err) {
+      if (err instanceof CheckpointError && err.quota) this.rejections.inc({ quota: err.quota });
+      throw err;
+    }
   }
 
   /** Before authentication: one token from the client address's bucket, or a 429. */

@@ -3,6 +3,8 @@ import { createTestApp } from '../../test/support/test-app.js';
 import { newTaskRow } from '../../test/support/task-registry.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
 import { InstancesService } from '../instances/instances.service.js';
+import { MetricsService } from '../metrics/metrics.service.js';
+import { QuotaService } from '../quotas/quota.service.js';
 import { CheckpointError } from '../tool-dispatch/checkpoint.js';
 import { TaskCreationRepository } from './task-creation.repository.js';
 import { TaskWorkerRepository, type WorkerFence } from './task-worker.repository.js';
@@ -21,14 +23,16 @@ describe('checkpoints and backoff waits (real PostgreSQL)', () => {
   let creations: TaskCreationRepository;
   let worker: TaskWorkerRepository;
   let tasks: TasksService;
+  let quotas: QuotaService;
   let me: string;
 
   beforeAll(async () => {
     db = await createTestDatabase('task_checkpoint');
-    app = await createTestApp(db.url, { JANITOR_ENABLED: 'false' });
+    app = await createTestApp(db.url, { JANITOR_ENABLED: 'false', QUOTA_TASK_CHECKPOINT_BYTES: '300' });
     creations = app.get(TaskCreationRepository);
     worker = app.get(TaskWorkerRepository);
     tasks = app.get(TasksService);
+    quotas = app.get(QuotaService);
     me = app.get(InstancesService).instanceId;
   });
   afterAll(async () => {
@@ -54,37 +58,45 @@ describe('checkpoints and backoff waits (real PostgreSQL)', () => {
     const t = await creations.insertWithLimits(newTaskRow(me, 'o1'), LIMITS);
     expect(await stored(t.id)).toBeUndefined();
     const first: WorkerFence = { taskId: t.id, generation: t.generation, instanceId: me };
-    expect((await worker.saveCheckpoint(first, { step: 1 }, { maxBytes: 1024 })).applied).toBe(true);
+    expect((await worker.saveCheckpoint(first, '{"step":1}')).applied).toBe(true);
     expect(await stored(t.id)).toEqual({ step: 1 });
 
     const second = await newerRun(first);
-    expect((await worker.saveCheckpoint(second, { step: 5 }, { maxBytes: 1024 })).applied).toBe(true);
-    const stale = await worker.saveCheckpoint(first, { step: 2 }, { maxBytes: 1024 });
+    expect((await worker.saveCheckpoint(second, '{"step":5}')).applied).toBe(true);
+    const stale = await worker.saveCheckpoint(first, '{"step":2}');
     expect(stale).toMatchObject({ applied: false, reason: 'not_current' });
     expect(await stored(t.id)).toEqual({ step: 5 });
     // Another instance's fence is refused the same way.
     const foreign = await worker.saveCheckpoint(
       { ...second, instanceId: '00000000-0000-4000-8000-000000000000' },
-      { step: 9 },
-      { maxBytes: 1024 },
+      '{"step":9}',
     );
     expect(foreign.applied).toBe(false);
     expect(await stored(t.id)).toEqual({ step: 5 });
   });
 
-  it('refuses a checkpoint over the cap naming the setting and both sizes, leaving the task as it was', async () => {
+  it('refuses a checkpoint over the cap naming the setting and both sizes, counts it, and leaves the task as it was', async () => {
     const t = await creations.insertWithLimits(newTaskRow(me, 'o2'), LIMITS);
     const fence: WorkerFence = { taskId: t.id, generation: t.generation, instanceId: me };
-    await worker.saveCheckpoint(fence, { step: 1 }, { maxBytes: 300 });
-    const big = { blob: 'x'.repeat(400) };
-    const refused = worker.saveCheckpoint(fence, big, { maxBytes: 300 });
+    // What the runner does with every checkpoint: QuotaService.checkpointJson, then the fenced write.
+    const save = async (state: unknown) => worker.saveCheckpoint(fence, quotas.checkpointJson(state));
+    const refusals = async () =>
+      (
+        await app.get(MetricsService).registry.getSingleMetric('mcp_quota_rejections_total')!.get()
+      ).values.find((v) => v.labels.quota === 'task_checkpoint_bytes')?.value;
+    await save({ step: 1 });
+    const before = await refusals();
+    const refused = save({ blob: 'x'.repeat(400) });
     await expect(refused).rejects.toBeInstanceOf(CheckpointError);
     await expect(refused).rejects.toThrow(
       'The checkpoint is 411 bytes of JSON, over QUOTA_TASK_CHECKPOINT_BYTES = 300 bytes',
     );
-    await expect(worker.saveCheckpoint(fence, { f: () => 1 }, { maxBytes: 300 })).rejects.toThrow(
+    expect(await refusals()).toBe(before! + 1);
+    // Not JSON is refused too, but it is not a quota: not counted.
+    await expect(save({ f: () => 1 })).rejects.toThrow(
       'The checkpoint is not JSON: checkpoint.f is a function',
     );
+    expect(await refusals()).toBe(before! + 1);
     expect(await stored(t.id)).toEqual({ step: 1 });
     const after = await tasks.get('o2', t.id);
     expect(after).toMatchObject({ status: 'working', generation: t.generation });

@@ -32,7 +32,6 @@ import { CheckpointChain, sleep, type RunHandle, type RunningTask, type WrittenO
 import { CheckpointError } from '../tool-dispatch/checkpoint.js';
 import type { JsonValue } from '../tool-dispatch/tool-context.js';
 import { QuotaService } from '../quotas/quota.service.js';
-import { QuotasConfig } from '../quotas/quotas.config.js';
 import { TaskWorkerRepository, type WorkerFence } from './task-worker.repository.js';
 import { LifecycleConfig } from '../lifecycle/lifecycle.config.js';
 import { TasksConfig } from './tasks.config.js';
@@ -98,7 +97,6 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     private readonly metrics: TaskMetrics,
     private readonly lifecycle: LifecycleService,
     private readonly work: TaskWork,
-    private readonly quotas: QuotasConfig,
     private readonly quotaService: QuotaService,
   ) {}
 
@@ -249,12 +247,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
   /** The fenced checkpoint writes of one run, in order; a refused one rejects naming why. */
   private checkpointChain(task: TaskSnapshot, fence: WorkerFence): CheckpointChain {
     return new CheckpointChain(async (state) => {
-      const r = await this.repo
-        .saveCheckpoint(fence, state, { maxBytes: this.quotas.QUOTA_TASK_CHECKPOINT_BYTES })
-        .catch((err: unknown) => {
-          this.quotaService.countRefusalIn(err);
-          throw err;
-        });
+      const r = await this.repo.saveCheckpoint(fence, this.quotaService.checkpointJson(state));
       if (r.applied) return;
       this.metrics.staleWrite(task.toolName);
       throw new CheckpointError(

@@ -9,7 +9,6 @@ import { canTransition, isLive, type TaskStatus } from './task-state.js';
 import { TaskTransactions } from './task-transactions.js';
 import { inputKeyFor, type InputRequest, type TaskErrorPayload, type TaskSnapshot } from './task.types.js';
 import type { UnresolvedWriteError } from './unresolved-write.js';
-import { serialiseCheckpoint } from '../tool-dispatch/checkpoint.js';
 import type { JsonValue } from '../tool-dispatch/tool-context.js';
 
 /** The identity a worker writes with: its task, the generation it was started on, and its instance. */
@@ -130,17 +129,11 @@ export class TaskWorkerRepository {
 
   /**
    * Stores the run's checkpoint, fenced like every worker write (the row locked, its generation and instance
-   * checked), so a run that lost its task can never overwrite what a newer run saved. The state is
-   * serialised first: not JSON or over `limits.maxBytes` (QUOTA_TASK_CHECKPOINT_BYTES) throws a
-   * CheckpointError naming why, before the task is touched. Not a visible change: nothing is published and
-   * last_updated_at stays.
+   * checked), so a run that lost its task can never overwrite what a newer run saved. `json` is the state
+   * already checked and serialised (QuotaService.checkpointJson). Not a visible change: nothing is published
+   * and last_updated_at stays.
    */
-  async saveCheckpoint(
-    fence: WorkerFence,
-    state: unknown,
-    limits: { maxBytes: number },
-  ): Promise<WorkerWriteResult> {
-    const json = serialiseCheckpoint(state, limits.maxBytes);
+  async saveCheckpoint(fence: WorkerFence, json: string): Promise<WorkerWriteResult> {
     return this.transactions.tx(async (m) => {
       const held = await this.lockForWorker(m, fence);
       if ('refused' in held) return held.refused;

@@ -17,7 +17,6 @@ import type { CreationLimits } from './creation-limits.js';
 import { TasksRepository, type MergeResult, type VersionedTask } from './tasks.repository.js';
 import { QuotaService } from '../quotas/quota.service.js';
 import { QuotasConfig } from '../quotas/quotas.config.js';
-import { serialiseCheckpoint } from '../tool-dispatch/checkpoint.js';
 import { RetryableFailure } from './task-retry.js';
 import type { RunHandle } from './task-run.js';
 import { TasksConfig } from './tasks.config.js';
@@ -115,13 +114,10 @@ export class EscalationLink {
   private pendingCheckpoint: { state: unknown } | undefined;
 
   /**
-   * `checkpointBytes`: QUOTA_TASK_CHECKPOINT_BYTES, checked at once even while no task exists yet;
-   * `onRefused` hears of a checkpoint refused here (QuotaService.countRefusalIn counts the quota ones).
+   * `serialise`: the checkpoint's stored JSON (QuotaService.checkpointJson: checked against
+   * QUOTA_TASK_CHECKPOINT_BYTES and counted when refused), applied at once even while no task exists yet.
    */
-  constructor(
-    private readonly checkpointBytes = Number.POSITIVE_INFINITY,
-    private readonly onRefused: (err: unknown) => void = () => undefined,
-  ) {}
+  constructor(private readonly serialise: (state: unknown) => string) {}
 
   /**
    * A checkpoint from the work: checked (JSON, size) at once; before the task exists only the latest is
@@ -130,14 +126,7 @@ export class EscalationLink {
   async checkpoint(state: unknown): Promise<void> {
     if (this.saver) return this.saver(state);
     // A copy as JSON, so later changes the work makes to its own object are not what gets written.
-    let json: string;
-    try {
-      json = serialiseCheckpoint(state, this.checkpointBytes);
-    } catch (err) {
-      this.onRefused(err);
-      throw err;
-    }
-    this.pendingCheckpoint = { state: JSON.parse(json) };
+    this.pendingCheckpoint = { state: JSON.parse(this.serialise(state)) };
   }
 
   /** The checkpoint kept while inline, to be written on the task (once). */
@@ -378,7 +367,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     signal: AbortSignal | undefined,
   ): Promise<KeyedRunResult> {
     const controller = new AbortController();
-    const link = new EscalationLink();
+    const link = new EscalationLink((state) => this.quotaService.checkpointJson(state));
     const running = Promise.resolve().then(() => work(controller.signal, link));
     link.attach(this.runner.adopt(task, controller, running));
     const recorded = this.runner.recordedOutcome(task.id);
@@ -463,9 +452,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     // kept once the window ran out. It is queued, and answered inline if a worker ends it within the window.
     if (!this.claimer.hasFreeSlot()) return this.queueAndWait(input, windowMs, opts.signal);
     const controller = new AbortController();
-    const link = new EscalationLink(this.quotasConfig.QUOTA_TASK_CHECKPOINT_BYTES, (err) =>
-      this.quotaService.countRefusalIn(err),
-    );
+    const link = new EscalationLink((state) => this.quotaService.checkpointJson(state));
     const onCallerAbort = (): void => controller.abort(new Error('request closed'));
     opts.signal?.addEventListener('abort', onCallerAbort, { once: true });
     const running = Promise.resolve().then(() => work(controller.signal, link));
