@@ -2,6 +2,8 @@ import type { INestApplication, LoggerService } from '@nestjs/common';
 import { Logger } from '@nestjs/common';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { randomUUID } from 'node:crypto';
+import type { Server } from 'node:http';
+import type { Socket } from 'node:net';
 import { ServerConfig } from './config/server.config.js';
 import { ProtocolConfig } from './protocol/protocol.config.js';
 import { LifecycleService } from './lifecycle/lifecycle.service.js';
@@ -87,7 +89,19 @@ export function configureApp(app: INestApplication): void {
   server.set('etag', false);
   server.set('trust proxy', false);
 
+  // Graceful shutdown stops listening just before the drain begins, so a connection accepted in that last
+  // moment (nginx opens one per request while this instance answers `Connection: close`) may bring its
+  // request after the drain began. It was sent while the instance listened, and nginx does not retry a POST
+  // it has sent: that first request is served. Requests on connections accepted later, or kept from an
+  // earlier request, are refused by the drain as before.
+  const admitted = new WeakSet<Socket>();
+  (app.getHttpServer() as Server).on('connection', (socket: Socket) => {
+    if (!lifecycle.draining) admitted.add(socket);
+  });
+
   app.use((req: Request, res: Response, next: NextFunction) => {
+    // Every request takes its connection's admission, so only a connection's first request can hold one.
+    const admittedFirst = admitted.delete(req.socket);
     const incoming = req.header('x-request-id');
     const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : randomUUID();
     res.setHeader('x-request-id', requestId);
@@ -112,7 +126,7 @@ export function configureApp(app: INestApplication): void {
     res.once('close', finish);
     closeWhenDraining(lifecycle, req, res);
     requestContext.run(ctx, () => {
-      if (lifecycle.draining && isMcpPath(req)) {
+      if (lifecycle.draining && isMcpPath(req) && !admittedFirst) {
         res.setHeader('Connection', 'close');
         res.setHeader('Retry-After', '5');
         sendEdgeError(req, res, 503, -32000, 'Server is shutting down; retry on another instance');

@@ -15,6 +15,21 @@ import { errorMessage } from '../common/error-message.js';
  * what is left is cut, the app closes (HTTP server, database pool) and `afterClose` runs (stopping the
  * embedded PostgreSQL, which must outlive the pool).
  */
+/**
+ * Closes the listener without resetting connections the kernel has already completed. Those wait in the
+ * listen backlog until a poll phase of the event loop accepts them, and closing the listener first resets
+ * them: the client has sent its request by then, and nginx answers a POST that was sent with a 502 instead
+ * of retrying it (seen in the rolling-restart chaos scenario whenever the loop was busy at the close). Two
+ * setImmediate turns guarantee one poll phase between the caller and the close, wherever it is called from;
+ * what is accepted there is served (the first request even once the drain began, see configureApp). Only a
+ * connection completed in the microseconds between that poll phase and the close can still be reset.
+ */
+export async function stopListening(server: Server): Promise<void> {
+  await new Promise((r) => setImmediate(r));
+  await new Promise((r) => setImmediate(r));
+  server.close();
+}
+
 export function installGracefulShutdown(
   app: INestApplication,
   logger: LoggerService,
@@ -33,7 +48,7 @@ export function installGracefulShutdown(
     lifecycle.announceDrain();
     if (SHUTDOWN_DRAIN_DELAY_MS > 0) await sleep(SHUTDOWN_DRAIN_DELAY_MS);
     // Stops accepting connections (and closes the idle ones); answers in flight still go out.
-    server.close();
+    await stopListening(server);
     lifecycle.beginDrain();
     const idle = await lifecycle.waitForIdle(SHUTDOWN_GRACE_MS);
     if (!idle) {

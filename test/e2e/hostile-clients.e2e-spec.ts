@@ -1,9 +1,12 @@
 import type { INestApplication } from '@nestjs/common';
+import { once } from 'node:events';
+import { Agent, request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import { LifecycleService } from '../../src/lifecycle/lifecycle.service.js';
 import { modernCall, openSession, openStream, rpc, sessionHeaders } from '../support/mcp-http.js';
 import { answerElicitationWithError, newSeries, scrapeSeries } from '../support/metric-series.js';
 import { MCP_POST, rawRequest } from '../support/raw-http.js';
-import { PROXY_SECRET } from '../support/tasks-e2e.js';
+import { asUser, PROXY_SECRET } from '../support/tasks-e2e.js';
 import { createTestApp, loopbackUrl } from '../support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../support/test-database.js';
 
@@ -67,6 +70,62 @@ describe('hostile clients at the HTTP edge', () => {
       expect({ path, status: res.status }).toEqual({ path, status: 503 });
       expect(res.headers['retry-after']).toBe('5');
       expect(JSON.parse(res.text).error.code).toBe(-32000);
+    }
+  });
+
+  it('serves the first request of a connection accepted before the drain began; refuses one on a kept connection', async () => {
+    // Graceful shutdown closes the listener just before the drain: a connection accepted in that moment
+    // brings its request afterwards, and a balancer cannot retry a POST it has sent.
+    const app = await createTestApp(db.url, PROXY);
+    apps.push(app);
+    const origin = await originOf(app);
+    const { hostname, port } = new URL(origin);
+    const headers = { ...MCP_POST, ...asUser('drain-user') };
+    // initialize: answered without a session, so a connection's first request can be a complete exchange.
+    const INIT = JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: {
+        protocolVersion: '2025-11-25',
+        capabilities: {},
+        clientInfo: { name: 'drain', version: '1' },
+      },
+    });
+    const early = connect(Number(port), hostname);
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      await once(early, 'connect');
+      await new Promise((r) => setTimeout(r, 100)); // accepted by the server, no request on it yet
+      // A connection that carried a request before the drain and is kept alive for the next one.
+      expect((await rawRequest(origin, '/mcp', 'POST', headers, INIT, { agent })).status).toBe(200);
+
+      app.get(LifecycleService).beginDrain();
+      const first = await new Promise<{ status: number; connection?: string; text: string }>(
+        (resolve, reject) => {
+          const req = httpRequest(
+            { createConnection: () => early, path: '/mcp', method: 'POST', headers },
+            (res) => {
+              let text = '';
+              res.on('data', (d: Buffer) => (text += d.toString()));
+              res.on('end', () =>
+                resolve({ status: res.statusCode ?? 0, connection: res.headers.connection, text }),
+              );
+            },
+          );
+          req.on('error', reject);
+          req.end(INIT);
+        },
+      );
+      expect(first).toMatchObject({ status: 200, connection: 'close' });
+      expect(JSON.parse(first.text).result.protocolVersion).toBe('2025-11-25');
+
+      const kept = await rawRequest(origin, '/mcp', 'POST', headers, INIT, { agent });
+      expect(kept.status).toBe(503);
+      expect(JSON.parse(kept.text).error.code).toBe(-32000);
+    } finally {
+      early.destroy();
+      agent.destroy();
     }
   });
 

@@ -9,6 +9,8 @@ export interface Nginx {
   baseUrl: string;
   /** Upstream address of every request so far, in order (from the access log); "a, b" after a retry. */
   upstreams(): Promise<{ upstream: string; method: string; uri: string; status: number }[]>;
+  /** nginx's error log (warn and above): why it answered a 5xx, when it did. */
+  errorLog(): Promise<string>;
   output(): string;
   stop(): Promise<void>;
 }
@@ -129,6 +131,7 @@ ${(await shippedUpstreamSettings()).map((l) => `    ${l}`).join('\n')}
     baseUrl,
     output: () => out,
     stop,
+    errorLog: () => readFile(join(dir, 'error.log'), 'utf8').catch(() => ''),
     async upstreams() {
       const log = await readFile(join(dir, 'access.log'), 'utf8').catch(() => '');
       return log
