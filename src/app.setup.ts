@@ -45,9 +45,12 @@ function sendEdgeError(
 
 /**
  * Once a drain is announced, a connection carries no further request: an answer whose headers are still to
- * go says `Connection: close` (nginx then never reuses the connection), and the socket is ended after any
- * answer, also one whose headers went out before the drain (a stream the drain ends). A kept connection
- * would be the one a balancer picks for its next request just as this instance closes it.
+ * go says `Connection: close` (nginx then never reuses the connection). An answer whose headers went out
+ * before the announce (a stream ended at the announce, a call answered over SSE) cannot say so; while the
+ * instance still serves, its connection is left open, so a balancer's next request on it is answered (with
+ * `Connection: close`) instead of racing a close from this side, which nginx meets as a reset and answers
+ * with a 502 for a POST. Such a connection left idle is closed by the balancer's own idle timeout, shorter
+ * than the drain delay. Once the drain has begun no request would be served on it: it is ended then.
  */
 function closeWhenDraining(lifecycle: LifecycleService, req: Request, res: Response): void {
   const writeHead = res.writeHead.bind(res) as (...args: unknown[]) => Response;
@@ -56,7 +59,7 @@ function closeWhenDraining(lifecycle: LifecycleService, req: Request, res: Respo
     return writeHead(...args);
   }) as Response['writeHead'];
   res.once('finish', () => {
-    if (lifecycle.drainAnnounced) req.socket.end();
+    if (lifecycle.draining) req.socket.end();
   });
 }
 

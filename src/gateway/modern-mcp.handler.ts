@@ -271,7 +271,7 @@ export class ModernMcpHandler {
     const writer = new SseWriter(res, this.config.SSE_KEEPALIVE_MS);
     this.streams.track('stateless', writer);
     // Both listeners go with the stream, so a closed listen keeps neither the writer nor its request alive.
-    const offDrain = this.lifecycle.onDrain(() => writer.end());
+    const offDrain = this.lifecycle.onStreamMustEnd(writer.keepsConnection, () => writer.end());
     writer.onClose(() => {
       offDrain();
       closed.abort();

@@ -9,6 +9,12 @@ export class SseWriter {
   private closed = false;
   private readonly keepAlive: NodeJS.Timeout;
   private readonly closeListeners: (() => void)[] = [];
+  /**
+   * Its headers went out without `Connection: close` (no drain was announced yet), so its connection outlives
+   * it and a balancer will send another request on it: a drain ends such a notification stream at its
+   * announce, while that request is still answered (LifecycleService.onStreamMustEnd).
+   */
+  readonly keepsConnection: boolean;
 
   constructor(
     private readonly res: Response,
@@ -22,6 +28,8 @@ export class SseWriter {
     res.setHeader('X-Accel-Buffering', 'no');
     for (const [k, v] of Object.entries(extraHeaders)) res.setHeader(k, v);
     res.flushHeaders();
+    // The HTTP edge turned it into `Connection: close` if a drain was announced (configureApp).
+    this.keepsConnection = res.getHeader('connection') !== 'close';
     // The HTTP edge counts every open stream against its principal's quota (see McpController).
     (res.locals as { onSseOpen?: () => void } | undefined)?.onSseOpen?.();
     // The auth guard left the credential check on the request that opened this stream (RequestWithPrincipal).

@@ -73,6 +73,12 @@ export class StreamHub implements OnModuleInit, OnApplicationShutdown {
         this.wake(s, st);
       }
     });
+    // Standalone streams whose connections outlive them end at the announce (LifecycleService.onStreamMustEnd;
+    // one attached later ends at once, see attach); request streams end after their final event, or at the
+    // drain with every other stream.
+    this.lifecycle.onDrainAnnounced(() => {
+      for (const h of this.holders.values()) if (this.endsAtAnnounce(h)) h.writer.end();
+    });
     this.lifecycle.onDrain(() => {
       for (const h of this.holders.values()) h.writer.end();
     });
@@ -172,6 +178,10 @@ export class StreamHub implements OnModuleInit, OnApplicationShutdown {
     return !!h && h.writer.isOpen;
   }
 
+  private endsAtAnnounce(h: Holder): boolean {
+    return !h.endOnFinal && h.writer.keepsConnection;
+  }
+
   /**
    * Makes `writer` the holder of a stream and sends every logged event after `afterSeq`, then live ones.
    * A newer holder replaces an older one (the client reconnected).
@@ -200,7 +210,10 @@ export class StreamHub implements OnModuleInit, OnApplicationShutdown {
       holder.retry.stop();
       if (this.holders.get(k) === holder) this.holders.delete(k);
     });
-    this.wake(sessionId, streamId);
+    // Its headers went out before a drain announced since (while its priming was logged): it ends now, and
+    // the client reopens it elsewhere.
+    if (this.lifecycle.drainAnnounced && this.endsAtAnnounce(holder)) writer.end();
+    else this.wake(sessionId, streamId);
   }
 
   private wake(sessionId: string, streamId: string): void {

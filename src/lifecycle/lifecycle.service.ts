@@ -45,6 +45,18 @@ export class LifecycleService {
     return () => this.events.off('announce', listener);
   }
 
+  /**
+   * For a notification stream (a session's GET stream, a 2026-07-28 listen): `listener` runs when the stream
+   * must end. One whose headers went out before the announce (`keepsConnection`: no `Connection: close`)
+   * ends at the announce, or at once when it is registered after it: a balancer sends its next request on
+   * that connection once the stream ends, and that must happen while this instance still answers (with
+   * `Connection: close`), not after it stopped listening. Any other stream ends at the drain, and its
+   * connection closes with it.
+   */
+  onStreamMustEnd(keepsConnection: boolean, listener: () => void): () => void {
+    return keepsConnection ? this.onDrainAnnounced(listener) : this.onDrain(listener);
+  }
+
   get inFlightRequests(): number {
     return this.inFlight;
   }

@@ -1,4 +1,4 @@
-import { openSession, responseOf, rpc, sessionHeaders } from '../support/mcp-http.js';
+import { openSession, openStream, responseOf, rpc, sessionHeaders } from '../support/mcp-http.js';
 import { startServer, stopServer } from '../support/server-process.js';
 import { createTestDatabase, type TestDatabase } from '../support/test-database.js';
 
@@ -86,5 +86,46 @@ describe('graceful shutdown', () => {
     expect(Date.now() - t0).toBeLessThan(5000);
     expect(server.output()).toMatch(/still running after the grace period/);
     await inFlight;
+  });
+
+  it('ends a GET stream opened before the announce at the announce, and one opened after it at the drain', async () => {
+    // The first stream's headers carry no `Connection: close`: a balancer reuses its connection once it
+    // ends, which must happen while the instance still answers, not after it stopped listening.
+    const server = await startServer({
+      DATABASE_URL: db.url,
+      SHUTDOWN_GRACE_MS: '5000',
+      SHUTDOWN_DRAIN_DELAY_MS: '2000',
+    });
+    const url = `${server.baseUrl}/mcp`;
+    // Two sessions: a second GET stream of one session would replace its first.
+    const streamInit = async () => ({
+      method: 'GET',
+      headers: { ...sessionHeaders(await openSession(url)), accept: 'text/event-stream' },
+    });
+    const lateInit = await streamInit();
+    const endOf = async (stream: Awaited<ReturnType<typeof openStream>>): Promise<number> => {
+      for (;;) {
+        try {
+          await stream.next(500);
+        } catch (err) {
+          if ((err as Error).message === 'stream ended') return Date.now();
+          if ((err as Error).message !== 'no SSE event in time') throw err;
+        }
+      }
+    };
+    const before = await openStream(url, await streamInit());
+    expect(before.status).toBe(200);
+    expect(before.headers.get('connection')).not.toBe('close');
+    const beforeEnded = endOf(before);
+    const t0 = Date.now();
+    server.proc.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 300));
+    const after = await openStream(url, lateInit);
+    expect(after.status).toBe(200);
+    expect(after.headers.get('connection')).toBe('close');
+    const afterEnded = endOf(after);
+    expect((await beforeEnded) - t0).toBeLessThan(1000);
+    expect((await afterEnded) - t0).toBeGreaterThanOrEqual(1900);
+    expect(await server.exited).toBe(0);
   });
 });

@@ -7,7 +7,14 @@
  * which is counted and repeated. Every loop is bounded by `stop()` and by a per-task deadline.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { openSession, responseOf, rpc, sessionHeaders, type RpcAnswer } from '../../support/mcp-http.js';
+import {
+  openSession,
+  openStream,
+  responseOf,
+  rpc,
+  sessionHeaders,
+  type RpcAnswer,
+} from '../../support/mcp-http.js';
 import { asUser, freshUser, modern, rpcId } from '../../support/tasks-e2e.js';
 
 export interface Failure {
@@ -23,6 +30,8 @@ export interface LoadFigures {
   failedTasks: Failure[];
   /** tasks/result answered "still running; call tasks/result again" (an instance draining), then repeated. */
   resultRetries: number;
+  /** GET streams opened by the stream holders (each reopens its stream whenever it ends). */
+  streamsOpened: number;
 }
 
 const TASK_DEADLINE_MS = 30000;
@@ -38,6 +47,7 @@ export class EraLoad {
     tasksCompleted: 0,
     failedTasks: [],
     resultRetries: 0,
+    streamsOpened: 0,
   };
 
   constructor(
@@ -45,10 +55,55 @@ export class EraLoad {
     private readonly opts: { taskSeconds: number; pauseMs?: number; rounds?: number },
   ) {}
 
-  /** Starts `legacy` session clients and `modern` stateless clients, each with its own user. */
-  start(legacy: number, modernClients: number): void {
+  /**
+   * Starts `legacy` session clients and `modern` stateless clients, each with its own user, and `streams`
+   * 2025-11-25 sessions that only hold their GET stream open, as a client waiting for notifications does,
+   * opening it again whenever it ends.
+   */
+  start(legacy: number, modernClients: number, streams = 0): void {
     for (let i = 0; i < legacy; i++) this.loops.push(this.loop((s) => this.legacyRound(s), 'legacy'));
     for (let i = 0; i < modernClients; i++) this.loops.push(this.loop((s) => this.modernRound(s), 'modern'));
+    for (let i = 0; i < streams; i++) this.loops.push(this.holdStream());
+  }
+
+  /** One session's GET stream, held until stop() and reopened whenever the server ends it. */
+  private async holdStream(): Promise<void> {
+    const identity = asUser(freshUser('stream'));
+    let sessionId: string;
+    try {
+      this.figures.requests += 2;
+      sessionId = await openSession(this.url, {}, identity);
+    } catch (err) {
+      this.figures.failures.push({ what: 'stream initialize', status: 0, detail: String(err) });
+      return;
+    }
+    const headers = { ...sessionHeaders(sessionId, identity), accept: 'text/event-stream' };
+    while (!this.stopped) {
+      this.figures.requests++;
+      let stream: Awaited<ReturnType<typeof openStream>>;
+      try {
+        stream = await openStream(this.url, { method: 'GET', headers });
+      } catch (err) {
+        this.figures.failures.push({ what: 'legacy GET stream', status: 0, detail: String(err) });
+        return;
+      }
+      if (stream.status !== 200) {
+        stream.close();
+        this.figures.failures.push({ what: 'legacy GET stream', status: stream.status, detail: '' });
+        return;
+      }
+      this.figures.streamsOpened++;
+      // Read until the server ends the stream (a drain) or the load stops.
+      while (!this.stopped) {
+        try {
+          await stream.next(500);
+        } catch (err) {
+          if (err instanceof Error && err.message === 'no SSE event in time') continue;
+          break;
+        }
+      }
+      stream.close();
+    }
   }
 
   /** Lets every client finish its round (no request is abandoned half way), then returns the figures. */
