@@ -170,10 +170,13 @@ describe('the audit trail of a scripted day (real PostgreSQL, real HTTP, the CLI
     await settled(t2, ['task.created', 'task.cancelled']);
 
     // 11:00 The nightly job starts a report; the operator cancels it from the CLI.
-    const t3 = result(
+    const started = result(
       await modern(url, 'tools/call', { name: 'day_report', arguments: { hold: 't3' } }, { headers: asBot }),
-    ).taskId as string;
-    expect(await cli('tasks', 'cancel', t3, '--operator', 'ops:olga')).toMatchObject({ code: 0 });
+    );
+    // The whole answer when it is not a task handle, and the CLI's stderr when it refuses: a failure says why.
+    expect(started).toMatchObject({ resultType: 'task', taskId: expect.any(String) });
+    const t3 = started.taskId as string;
+    expect(await cli('tasks', 'cancel', t3, '--operator', 'ops:olga')).toMatchObject({ code: 0, err: '' });
     await settled(t3, ['task.created', 'task.cancelled']);
 
     // 12:00 A report of Alice's outlives its ttl: the janitor expires it.
