@@ -6,16 +6,6 @@ import { LifecycleService } from './lifecycle.service.js';
 import { errorMessage } from '../common/error-message.js';
 
 /**
- * SIGTERM/SIGINT: turn readiness to 503 at once but keep serving for SHUTDOWN_DRAIN_DELAY_MS (each answer
- * closes its connection), so a balancer stops sending before anything is refused: Kubernetes removes the
- * endpoint, and nginx, which does not probe readiness, loses every upstream connection to this instance
- * (closed after an answer, or by its own upstream keepalive_timeout, shorter than the delay). Then stop
- * listening: a connection attempt is refused, which nginx retries on another instance even for a POST, since
- * nothing was sent. Streams and tasks/result waits end, in-flight requests get up to SHUTDOWN_GRACE_MS, then
- * what is left is cut, the app closes (HTTP server, database pool) and `afterClose` runs (stopping the
- * embedded PostgreSQL, which must outlive the pool).
- */
-/**
  * Closes the listener without resetting connections the kernel has already completed. Those wait in the
  * listen backlog until a poll phase of the event loop accepts them, and closing the listener first resets
  * them: the client has sent its request by then, and nginx answers a POST that was sent with a 502 instead
@@ -30,6 +20,16 @@ export async function stopListening(server: Server): Promise<void> {
   server.close();
 }
 
+/**
+ * SIGTERM/SIGINT: turn readiness to 503 at once but keep serving for SHUTDOWN_DRAIN_DELAY_MS (each answer
+ * closes its connection), so a balancer stops sending before anything is refused: Kubernetes removes the
+ * endpoint, and nginx, which does not probe readiness, loses every upstream connection to this instance
+ * (closed after an answer, or by its own upstream keepalive_timeout, shorter than the delay). Then stop
+ * listening: a connection attempt is refused, which nginx retries on another instance even for a POST, since
+ * nothing was sent. Streams and tasks/result waits end, in-flight requests get up to SHUTDOWN_GRACE_MS, then
+ * what is left is cut, the app closes (HTTP server, database pool) and `afterClose` runs (stopping the
+ * embedded PostgreSQL, which must outlive the pool).
+ */
 export function installGracefulShutdown(
   app: INestApplication,
   logger: LoggerService,
