@@ -7,11 +7,21 @@ import { runPrepared, type PreparedStatement } from '../database/prepared-query.
 import { inTransaction, type SqlTx } from '../database/sql-transaction.js';
 import type { StoredTraceContext } from '../telemetry/trace-context.js';
 import { CommitGroupQueue, type CommitGroupListener } from './commit-group.js';
+import { hasNul, jsonHasNul, unstorableText, UnstorableValueError } from '../common/storable-text.js';
 import { LIMIT_SQLSTATES, limitRefusal, oneMore, strictest, type CreationLimits } from './creation-limits.js';
 import { TaskChangePublisher } from './task-change-publisher.js';
-import { bySession, NOW_MS, rowToSnapshot, SNAPSHOT_COLUMNS, type Row } from './task-sql.js';
+import {
+  bySession,
+  MS_UNTIL_EXPIRY,
+  NOW_MS,
+  rowToSnapshot,
+  SNAPSHOT_COLUMNS,
+  toNumber,
+  type Row,
+} from './task-sql.js';
 import { TaskTransactions } from './task-transactions.js';
-import type { TaskEra, TaskSnapshot } from './task.types.js';
+import type { TaskEra, TaskErrorPayload, TaskSnapshot } from './task.types.js';
+import type { ExpiryReading } from './task-worker.repository.js';
 
 export interface NewTask {
   id: string;
@@ -42,32 +52,51 @@ export interface NewTask {
   redrivenFrom?: string | null;
 }
 
+/**
+ * The final state of a task whose work ended before it was recorded (a required tool that finished inside
+ * the inline window): written by its creation (insertFinished), so one write stands for a create and the
+ * run's outcome.
+ */
+export type FinishedOutcome =
+  { status: 'completed'; result: Record<string, unknown> } | { status: 'failed'; error: TaskErrorPayload };
+
+/** A finished creation's final state as it is written: its status, statusMessage and stored JSON. */
+interface FinishedWrite {
+  status: FinishedOutcome['status'];
+  statusMessage: string | null;
+  payload: string;
+}
+
 const INSERT_COLUMNS = `id, owner_id, session_id, era, tool_name, status, status_message, created_at,
   last_updated_at, ttl_ms, expires_at, poll_interval_ms, request_params, instance_id, lease_expires_at,
-  trace_context, principal, resumable, max_attempts, idempotency_key, request_hash, redriven_from, available_at`;
+  trace_context, principal, resumable, max_attempts, idempotency_key, request_hash, redriven_from, available_at,
+  result, error`;
 /** Values one new row takes (see insertValues), and the row they make, from placeholder $offset+1 on. */
-const INSERT_ARITY = 18;
+const INSERT_ARITY = 21;
 function insertTuple(offset: number): string {
   const $ = (n: number): string => `$${n + offset}`;
-  // A row without an instance is queued: no lease, claimable from now on.
-  return `(${$(1)}, ${$(2)}, ${$(3)}, ${$(4)}, ${$(5)}, 'working', ${$(6)}, ${NOW_MS}, ${NOW_MS}, ${$(7)}::int,
+  // A live row without an instance is queued: no lease, claimable from now on. A finished row ($19 is its
+  // status) has neither instance nor lease and is never claimable, as a run's outcome leaves it.
+  return `(${$(1)}, ${$(2)}, ${$(3)}, ${$(4)}, ${$(5)}, ${$(19)}, ${$(6)}, ${NOW_MS}, ${NOW_MS}, ${$(7)}::int,
            ${NOW_MS} + ${$(7)}::int * interval '1 millisecond', ${$(8)}, ${$(9)}::jsonb, ${$(10)}::uuid,
            CASE WHEN ${$(10)}::uuid IS NULL THEN NULL ELSE now() + ${$(11)}::int * interval '1 millisecond' END,
            ${$(12)}::jsonb, ${$(13)}::jsonb, ${$(14)}::boolean, ${$(15)}::int, ${$(16)}, ${$(17)}, ${$(18)},
-           CASE WHEN ${$(10)}::uuid IS NULL THEN now() ELSE NULL END)`;
+           CASE WHEN ${$(10)}::uuid IS NULL AND ${$(19)} = 'working' THEN now() ELSE NULL END,
+           ${$(20)}::jsonb, ${$(21)}::jsonb)`;
 }
-function insertValues(t: NewTask): unknown[] {
+function insertValues(t: NewTask, finished?: FinishedWrite): unknown[] {
   return [
     t.id,
     t.ownerId,
     t.sessionId,
     t.era,
     t.toolName,
-    t.statusMessage ?? null,
+    finished ? finished.statusMessage : (t.statusMessage ?? null),
     t.ttlMs,
     t.pollIntervalMs,
     JSON.stringify(t.requestParams),
-    t.instanceId,
+    // A finished task holds no lease: the instance that ran its work is named by its task.created row.
+    finished ? null : t.instanceId,
     t.leaseMs,
     t.traceContext ? JSON.stringify(t.traceContext) : null,
     t.principal ? JSON.stringify(t.principal) : null,
@@ -76,14 +105,18 @@ function insertValues(t: NewTask): unknown[] {
     t.idempotencyKey ?? null,
     t.requestHash ?? null,
     t.redrivenFrom ?? null,
+    finished ? finished.status : 'working',
+    finished?.status === 'completed' ? finished.payload : null,
+    finished?.status === 'failed' ? finished.payload : null,
   ];
 }
-/** INSERT of `n` rows (a commit group's creations are one statement). */
+/** INSERT of `n` rows (a commit group's creations are one statement), each with its expiry reading. */
 function insertStatement(n: number): PreparedStatement {
   const tuples = Array.from({ length: n }, (_, i) => insertTuple(i * INSERT_ARITY)).join(', ');
   return {
     name: n === 1 ? 'mcp_task_insert' : `mcp_task_insert_${n}`,
-    text: `INSERT INTO task (${INSERT_COLUMNS}) VALUES ${tuples} RETURNING ${SNAPSHOT_COLUMNS}`,
+    text: `INSERT INTO task AS t (${INSERT_COLUMNS}) VALUES ${tuples}
+           RETURNING ${SNAPSHOT_COLUMNS}, ${MS_UNTIL_EXPIRY}`,
   };
 }
 const INSERT_TASK = insertStatement(1);
@@ -95,7 +128,7 @@ const INSERT_TASK = insertStatement(1);
  */
 const INSERT_KEYED: PreparedStatement = {
   name: 'mcp_task_insert_keyed',
-  text: `INSERT INTO task (${INSERT_COLUMNS}) VALUES ${insertTuple(0)}
+  text: `INSERT INTO task AS t (${INSERT_COLUMNS}) VALUES ${insertTuple(0)}
          ON CONFLICT (owner_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
          RETURNING ${SNAPSHOT_COLUMNS}`,
 };
@@ -118,6 +151,11 @@ const FIND_CREATED: PreparedStatement = {
   text: `SELECT ${SNAPSHOT_COLUMNS} FROM task WHERE id = $1 AND owner_id = $2 AND tool_name = $3`,
 };
 
+/** A written row's ttl as the database read it, against performance.now() taken before the write. */
+function expiryOf(row: Row, measuredAt: number): ExpiryReading {
+  return { measuredAt, msUntilExpiry: toNumber(row.ms_until_expiry) };
+}
+
 /** The key's task was deleted between the conflict and the read: try the insert again. */
 class KeyFreedAgain extends Error {}
 
@@ -126,6 +164,14 @@ interface Creation {
   limits: CreationLimits;
   /** Who asked for it (the audit trail's actor, principal, request): a group runs in one caller's context. */
   audit: AuditContext;
+  /** Set when the task's work has ended already (insertFinished): the final state it is created in. */
+  finished?: FinishedWrite;
+}
+
+/** A committed creation, with the database's reading of how long its ttl has left (for caching it). */
+export interface Created {
+  task: TaskSnapshot;
+  expiry: ExpiryReading;
 }
 
 /**
@@ -137,7 +183,7 @@ interface Creation {
 @Injectable()
 export class TaskCreationRepository {
   /** Creations that arrive while another group of them commits go together (see insertGroup). */
-  private readonly creations: CommitGroupQueue<Creation, TaskSnapshot>;
+  private readonly creations: CommitGroupQueue<Creation, Created>;
   private readonly groupListeners: CommitGroupListener[] = [];
 
   constructor(
@@ -152,7 +198,7 @@ export class TaskCreationRepository {
       maxGroup,
       maxInFlight: 1,
       runGroup: (entries) => this.insertGroup(entries),
-      runOne: (c) => inAuditContext(c.audit, () => this.insertAlone(c.task, c.limits)),
+      runOne: (c) => inAuditContext(c.audit, () => this.insertAlone(c)),
       onGroup: (size, fellBack) => this.groupListeners.forEach((l) => l('create', size, fellBack)),
     });
   }
@@ -167,8 +213,58 @@ export class TaskCreationRepository {
    * exactly min(N, L) live tasks, and each refused one gets its limit's error. Creations arriving together
    * are committed as a group (insertGroup); a group that cannot take them all runs each one alone.
    */
-  insertWithLimits(t: NewTask, limits: CreationLimits): Promise<TaskSnapshot> {
-    return this.creations.submit({ task: t, limits, audit: captureAuditContext() });
+  async insertWithLimits(t: NewTask, limits: CreationLimits): Promise<TaskSnapshot> {
+    return (await this.creations.submit({ task: t, limits, audit: captureAuditContext() })).task;
+  }
+
+  /**
+   * A task whose work has ended already (a required tool that finished inside the inline window), created
+   * in its final state under the same limits and in the same commit groups as insertWithLimits: one write
+   * where a create and then the run's outcome took two (each its transaction, row version, audit row and
+   * notification). The audit trail and the bus still see both changes from that one transaction: created
+   * (on `t.instanceId`, the instance that ran the work), then finished, as the worker's. A result or error
+   * PostgreSQL cannot store (a NUL character) is refused with UnstorableValueError before anything is sent:
+   * the caller then takes the two-step path, whose outcome recorder fails the task saying why.
+   */
+  insertFinished(t: NewTask, outcome: FinishedOutcome, limits: CreationLimits): Promise<Created> {
+    const value = outcome.status === 'completed' ? outcome.result : outcome.error;
+    const payload = JSON.stringify(value);
+    const statusMessage = outcome.status === 'failed' ? outcome.error.message : null;
+    if (hasNul(statusMessage) || jsonHasNul(payload)) {
+      const root = outcome.status === 'completed' ? 'result' : 'error';
+      return Promise.reject(
+        new UnstorableValueError(unstorableText(value, root) ?? 'it contains a NUL character'),
+      );
+    }
+    return this.creations.submit({
+      task: t,
+      limits,
+      audit: captureAuditContext(),
+      finished: { status: outcome.status, statusMessage, payload },
+    });
+  }
+
+  /**
+   * Publishes a creation inside its transaction: a live one as created (and, queued, announced to the
+   * claimers); a finished one as the create and the outcome it stands for, in that order.
+   */
+  private async announce(m: SqlTx, task: TaskSnapshot, c: Creation): Promise<void> {
+    if (!c.finished) {
+      await this.publisher.publish(m, task, null);
+      await this.publisher.announceQueued(m, task);
+      return;
+    }
+    const created: TaskSnapshot = Object.freeze({
+      ...task,
+      status: 'working',
+      statusMessage: c.task.statusMessage ?? null,
+      result: null,
+      error: null,
+      instanceId: c.task.instanceId,
+    });
+    await this.publisher.publish(m, created, null);
+    // The outcome is the run's, as the runner would have recorded it.
+    await this.publisher.publish(m, task, 'working', { actor: 'worker' });
   }
 
   /**
@@ -221,8 +317,8 @@ export class TaskCreationRepository {
    * committed, so the counts cannot miss one. A refusal rolls the insert back. See migration
    * TaskUsageCounters.
    */
-  private insertAlone(t: NewTask, limits: CreationLimits): Promise<TaskSnapshot> {
-    return this.transactions.untilKnown(() => this.insertOnce(t, limits));
+  private insertAlone(c: Creation): Promise<Created> {
+    return this.transactions.untilKnown(() => this.insertOnce(c));
   }
 
   /**
@@ -230,21 +326,23 @@ export class TaskCreationRepository {
    * row an earlier attempt (or the commit group it was in) committed without hearing back: that row is the
    * answer, not an error.
    */
-  private async insertOnce(t: NewTask, limits: CreationLimits): Promise<TaskSnapshot> {
+  private async insertOnce(c: Creation): Promise<Created> {
+    const { task: t, limits } = c;
+    const measuredAt = performance.now();
     try {
       return await this.transactions.tx(async (m) => {
-        const rows = await m.first<Row>(INSERT_TASK, insertValues(t));
+        const rows = await m.first<Row>(INSERT_TASK, insertValues(t, c.finished));
         const task = rowToSnapshot(rows[0]);
         this.checkLimitsAtCommit(m, t.ownerId, limits);
-        await this.publisher.publish(m, task, null);
-        await this.publisher.announceQueued(m, task);
-        return task;
+        await this.announce(m, task, c);
+        return { task, expiry: expiryOf(rows[0], measuredAt) };
       });
     } catch (err) {
       const e = err as { code?: unknown; constraint?: unknown };
       if (e.code === '23505' && e.constraint === 'PK_task') {
         const [row] = await runPrepared<Row>(this.dataSource, FIND_CREATED, [t.id, t.ownerId, t.toolName]);
-        if (row) return rowToSnapshot(row);
+        // No reading of the database's clock came with it: an expiry of 0 keeps it out of any cache.
+        if (row) return { task: rowToSnapshot(row), expiry: { measuredAt, msUntilExpiry: 0 } };
       }
       throw this.creationRefusal(err, limits);
     }
@@ -275,7 +373,8 @@ export class TaskCreationRepository {
    * still fit with all of its rows in, so each creation in it fits too; otherwise the whole group rolls back
    * and each creation runs alone (insertAlone), which gives each its exact answer.
    */
-  private async insertGroup(entries: Creation[]): Promise<TaskSnapshot[]> {
+  private async insertGroup(entries: Creation[]): Promise<Created[]> {
+    const measuredAt = performance.now();
     return inTransaction(
       this.dataSource,
       {
@@ -286,9 +385,9 @@ export class TaskCreationRepository {
       async (m) => {
         const rows = await m.first<Row>(
           insertStatement(entries.length),
-          entries.flatMap((e) => insertValues(e.task)),
+          entries.flatMap((e) => insertValues(e.task, e.finished)),
         );
-        const byId = new Map(rows.map((r) => [r.id as string, rowToSnapshot(r)]));
+        const byId = new Map(rows.map((r) => [r.id as string, r]));
         // The strictest limits any entry of an owner carries (they come from one configuration).
         const owners = new Map<string, CreationLimits>();
         for (const { task, limits } of entries) {
@@ -297,6 +396,8 @@ export class TaskCreationRepository {
         }
         const total = Math.min(...entries.map((e) => e.limits.maxTotal));
         // The counters hold this group's rows already: "refused when count >= limit" must become > limit.
+        // A finished row counts as retained, whose check keeps ">=": a group that fills the retained limit
+        // exactly is refused and its entries run alone, each with its exact answer.
         for (const [owner, l] of owners) {
           m.atCommit('SELECT task_check_creation_limits($1, $2::int, $3::int, $4::int)', [
             owner,
@@ -305,17 +406,15 @@ export class TaskCreationRepository {
             oneMore(total),
           ]);
         }
-        const created = entries.map(({ task: t }) => {
-          const task = byId.get(t.id);
-          if (!task) throw new Error(`commit group: no row came back for task ${t.id}`);
-          return task;
+        const created = entries.map((c) => {
+          const row = byId.get(c.task.id);
+          if (!row) throw new Error(`commit group: no row came back for task ${c.task.id}`);
+          return { c, task: rowToSnapshot(row), expiry: expiryOf(row, measuredAt) };
         });
-        const askedBy = new Map(entries.map((e) => [e.task.id, e.audit]));
-        for (const task of [...created].sort(bySession)) {
-          await inAuditContext(askedBy.get(task.id)!, () => this.publisher.publish(m, task, null));
-          await this.publisher.announceQueued(m, task);
+        for (const { c, task } of [...created].sort((a, b) => bySession(a.task, b.task))) {
+          await inAuditContext(c.audit, () => this.announce(m, task, c));
         }
-        return created;
+        return created.map(({ task, expiry }) => ({ task, expiry }));
       },
     );
   }

@@ -13,6 +13,7 @@ import { TaskError, TaskErrorCode } from './tasks.errors.js';
 import { TASK_CHANNEL, type TaskChangeHook } from './task-change-publisher.js';
 import type { ProgressUpdate } from '../tool-dispatch/tool-context.js';
 import { TaskCreationRepository, type NewTask } from './task-creation.repository.js';
+import { UnstorableValueError } from '../common/storable-text.js';
 import type { CreationLimits } from './creation-limits.js';
 import { TasksRepository, type MergeResult, type VersionedTask } from './tasks.repository.js';
 import { QuotaService } from '../quotas/quota.service.js';
@@ -262,6 +263,40 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
   ): Promise<TaskSnapshot> {
     const task = await this.creations.insertWithLimits(this.newTask(input, opts), this.creationLimits());
     this.metrics.taskCreated(task.toolName, input.mode ?? 'immediate');
+    return task;
+  }
+
+  /**
+   * A task whose work has ended already (a required tool that finished inside the inline window), written
+   * once in its final state (TaskCreationRepository.insertFinished) and answered from the finished-task
+   * cache afterwards. Throws LIMIT_EXCEEDED like create. An outcome PostgreSQL cannot store takes the
+   * two-step path instead: created, then recorded by the runner, whose recorder fails the task saying why.
+   */
+  async createFinished(
+    input: CreateTaskInput,
+    outcome: Exclude<TaskOutcome, { kind: 'input_required' }>,
+  ): Promise<TaskSnapshot> {
+    const t = this.newTask(input, { placement: 'here' });
+    const finish =
+      outcome.kind === 'completed'
+        ? { status: 'completed' as const, result: outcome.result }
+        : { status: 'failed' as const, error: outcome.error };
+    let written;
+    try {
+      written = await this.creations.insertFinished(t, finish, this.creationLimits());
+    } catch (err) {
+      if (!(err instanceof UnstorableValueError)) throw err;
+      // Already finished: it takes no slot, so it is leased here whatever the slots say.
+      const task = await this.create(input, { placement: 'here' });
+      this.runner.adopt(task, new AbortController(), Promise.resolve(outcome));
+      return task;
+    }
+    const { task, expiry } = written;
+    this.metrics.taskCreated(task.toolName, input.mode ?? 'immediate');
+    // The work that ended inside the window was the task's first run.
+    this.metrics.runStarted(task.toolName);
+    this.metrics.taskFinished(task, task.status === 'completed' ? 'completed' : 'failed');
+    this.finished.put(task, expiry.measuredAt, expiry.msUntilExpiry);
     return task;
   }
 

@@ -14,7 +14,6 @@ import { storedPrincipal } from '../../principals/principal.js';
 import { TaskError } from '../tasks.errors.js';
 import { TasksService, type EscalationLink } from '../tasks.service.js';
 import { idempotencyRequestHash } from './idempotency.js';
-import { TaskRunnerService } from '../task-runner.service.js';
 import { extensionDeclared, REQUIRED_EXTENSION, type Params } from './task-params.js';
 import { TaskToolRunner } from './task-tool-runner.service.js';
 import { decideExecution, type CallSignals, type ExecutionDecision } from './execution-decision.js';
@@ -46,7 +45,6 @@ function durabilityOfTask(tool: ToolDescriptor | undefined): {
 export class ToolCallEscalation implements OnModuleInit {
   constructor(
     private readonly tasks: TasksService,
-    private readonly runner: TaskRunnerService,
     private readonly toolRunner: TaskToolRunner,
     private readonly mcp: McpMethodsService,
     private readonly methods: MethodRegistry,
@@ -304,9 +302,9 @@ export class ToolCallEscalation implements OnModuleInit {
       if (outcome.kind === 'completed') return outcome.result;
       throw new McpProtocolError(outcome.error.code, outcome.error.message, outcome.error.data);
     }
-    // Already finished: it takes no slot, so it is leased here whatever the slots say.
+    // Already finished: written once, in its final state (no run, no slot), and answered as it ended.
     const task = await this.counted(() =>
-      this.tasks.create(
+      this.tasks.createFinished(
         {
           ownerId: ctx.principal.id,
           era: 'modern',
@@ -317,10 +315,9 @@ export class ToolCallEscalation implements OnModuleInit {
           principal: storedPrincipal(ctx.principal),
           ...durabilityOfTask(tool),
         },
-        { placement: 'here' },
+        outcome,
       ),
     );
-    this.runner.adopt(task, new AbortController(), Promise.resolve(outcome));
     return modernCreateTaskResult(task);
   }
 }
