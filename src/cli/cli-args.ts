@@ -21,7 +21,8 @@ export interface ParsedArgs {
 /**
  * `--name x`, `--name=x` and boolean `--json` → flags; everything else → positional words. Which flags take a
  * value is declared by the caller, so `--json ID` never swallows the id. `--` ends the options: every word
- * after it is positional, which is how an id that starts with `-` (1 in 64 base64url ids) is given.
+ * after it is positional, which is how an id that starts with `-` is given (1 in 64 task and session ids
+ * minted before newTaskId and SessionsService.newId stopped drawing one; they still exist in older databases).
  */
 export function parseArgs(args: readonly string[], valueFlags: readonly string[]): ParsedArgs {
   const flags = new Map<string, string | true>();

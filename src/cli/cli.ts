@@ -52,7 +52,7 @@ export const USAGE = `usage: npm run cli -- <command> [options]      (add --json
                                               (for a SIEM); stderr names the --after-id to resume from
 every command accepts --operator NAME: the operator recorded in the audit trail for what it changes
   (default $MCP_OPERATOR, else cli:$USER)
-an id that starts with - goes after --: tasks show -- -AbC…
+an id that starts with - (only ids minted by older versions do) goes after --: tasks show -- -AbC…
 exit codes: 0 done, 1 not found or failed, 2 usage error, 3 nothing to do (already finished, revoked, lock held)`;
 
 type Command = (args: string[], services: CliServices, io: CliIo, ds: DataSource) => Promise<number>;

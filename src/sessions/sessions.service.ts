@@ -82,9 +82,15 @@ export class SessionsService implements OnApplicationBootstrap, OnApplicationShu
     for (const off of this.offBus) off();
   }
 
-  /** 192 random bits, base64url: visible ASCII, unguessable. */
+  /**
+   * 192 random bits, base64url: visible ASCII, unguessable. Never starting with `-` (drawn again, one id
+   * in 64), so an id pasted after a command (`sessions end ID`) is never read as an option.
+   */
   static newId(): string {
-    return randomBytes(24).toString('base64url');
+    for (;;) {
+      const id = randomBytes(24).toString('base64url');
+      if (id[0] !== '-') return id;
+    }
   }
 
   async open(

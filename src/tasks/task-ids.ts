@@ -1,4 +1,4 @@
-import { randomFillSync } from 'node:crypto';
+import { randomFillSync, randomInt } from 'node:crypto';
 import { TaskError, TaskErrorCode } from './tasks.errors.js';
 
 const ID_BYTES = 18;
@@ -9,11 +9,24 @@ const ID_BYTES = 18;
 const pool = Buffer.alloc(ID_BYTES * 256);
 let poolOffset = pool.length;
 
-/** 18 random bytes = 144 bits, as 24 url-safe characters: unguessable, so an id can act as a bearer handle. */
+/** Index of `-` in the base64url alphabet: the top six bits of an id's first byte pick its first character. */
+const DASH = 62;
+
+/**
+ * 18 random bytes as 24 url-safe characters: unguessable, so an id can act as a bearer handle. The first
+ * character is never `-`, so an id pasted after a command (the admin CLI, psql, grep) is never read as an
+ * option; it is drawn uniformly from the other 63, which leaves 143.98 of the 144 bits.
+ */
 export function newTaskId(): string {
   if (poolOffset === pool.length) {
     randomFillSync(pool);
     poolOffset = 0;
+  }
+  const first = pool[poolOffset];
+  if (first >> 2 === DASH) {
+    // One id in 64: a fresh draw among the 63 other first characters; the low two bits stay as drawn.
+    const pick = randomInt(DASH + 1);
+    pool[poolOffset] = ((pick === DASH ? DASH + 1 : pick) << 2) | (first & 0b11);
   }
   const id = pool.toString('base64url', poolOffset, poolOffset + ID_BYTES);
   poolOffset += ID_BYTES;
