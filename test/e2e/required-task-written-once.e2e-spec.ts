@@ -124,6 +124,29 @@ describe('a required task that finished inside the inline window (real HTTP)', (
     expect(responseOf(other).error).toEqual(responseOf(unknown).error);
   });
 
+  it('30 parallel calls (the creation commit groups take several together): each task written once, as it ended', async () => {
+    const user = freshUser();
+    const created = await Promise.all(
+      Array.from({ length: 30 }, (_, i) =>
+        call(user, 'tools/call', { name: 'echo_task_required', arguments: { text: `p${i}` } }),
+      ),
+    );
+    expect(new Set(created.map((c) => c.taskId)).size).toBe(30);
+    const txs = new Set<string>();
+    for (const [i, c] of created.entries()) {
+      expect(c).toMatchObject({ resultType: 'task', status: 'completed' });
+      const { task, audit } = await rowsOf(c.taskId);
+      expect(audit.map((r) => r.kind)).toEqual(['task.created', 'task.completed']);
+      expect(new Set([task.tx, ...audit.map((r) => r.tx)]).size).toBe(1);
+      txs.add(task.tx);
+      const done = await call(user, 'tasks/get', { taskId: c.taskId });
+      expect(done.result.content[0].text).toBe(`p${i}`);
+    }
+    // How many transactions the 30 took (fewer than 30 when groups formed): shown, not asserted, since a
+    // loaded machine may spread the calls out.
+    console.log(`30 finished creations in ${txs.size} transactions`);
+  });
+
   it('a result PostgreSQL cannot store takes the two-step path, and the task fails saying why', async () => {
     const user = freshUser();
     const created = await call(user, 'tools/call', { name: 'nul_result_required', arguments: {} });
