@@ -38,6 +38,25 @@ export function jsonHasNul(json: string): boolean {
 }
 
 /**
+ * The JSON a task outcome (`value`, its result or error) is stored as, checked with its statusMessage before
+ * any write: a NUL character in either throws UnstorableValueError naming where, since no retry could land
+ * that write.
+ */
+export function storableOutcomeJson(
+  value: unknown,
+  root: 'result' | 'error',
+  statusMessage: string | null,
+): string {
+  const payload = JSON.stringify(value);
+  if (hasNul(statusMessage))
+    throw new UnstorableValueError('statusMessage contains a NUL character (\\u0000)');
+  if (jsonHasNul(payload)) {
+    throw new UnstorableValueError(unstorableText(value, root) ?? 'it contains a NUL character');
+  }
+  return payload;
+}
+
+/**
  * Where in `value` (parsed JSON: strings, arrays, plain objects) there is text PostgreSQL cannot store,
  * and what, as "params.arguments.name contains a NUL character (\u0000)"; null when there is none. Walked
  * without recursion, so no nesting depth can overflow the stack; paths are only built once a fault is

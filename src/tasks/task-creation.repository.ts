@@ -7,21 +7,21 @@ import { runPrepared, type PreparedStatement } from '../database/prepared-query.
 import { inTransaction, type SqlTx } from '../database/sql-transaction.js';
 import type { StoredTraceContext } from '../telemetry/trace-context.js';
 import { CommitGroupQueue, type CommitGroupListener } from './commit-group.js';
-import { hasNul, jsonHasNul, unstorableText, UnstorableValueError } from '../common/storable-text.js';
+import { storableOutcomeJson } from '../common/storable-text.js';
 import { LIMIT_SQLSTATES, limitRefusal, oneMore, strictest, type CreationLimits } from './creation-limits.js';
 import { TaskChangePublisher } from './task-change-publisher.js';
 import {
   bySession,
+  expiryOf,
   MS_UNTIL_EXPIRY,
   NOW_MS,
   rowToSnapshot,
   SNAPSHOT_COLUMNS,
-  toNumber,
+  type ExpiryReading,
   type Row,
 } from './task-sql.js';
 import { TaskTransactions } from './task-transactions.js';
 import type { TaskEra, TaskErrorPayload, TaskSnapshot } from './task.types.js';
-import type { ExpiryReading } from './task-worker.repository.js';
 
 export interface NewTask {
   id: string;
@@ -151,11 +151,6 @@ const FIND_CREATED: PreparedStatement = {
   text: `SELECT ${SNAPSHOT_COLUMNS} FROM task WHERE id = $1 AND owner_id = $2 AND tool_name = $3`,
 };
 
-/** A written row's ttl as the database read it, against performance.now() taken before the write. */
-function expiryOf(row: Row, measuredAt: number): ExpiryReading {
-  return { measuredAt, msUntilExpiry: toNumber(row.ms_until_expiry) };
-}
-
 /** The key's task was deleted between the conflict and the read: try the insert again. */
 class KeyFreedAgain extends Error {}
 
@@ -226,16 +221,12 @@ export class TaskCreationRepository {
    * PostgreSQL cannot store (a NUL character) is refused with UnstorableValueError before anything is sent:
    * the caller then takes the two-step path, whose outcome recorder fails the task saying why.
    */
-  insertFinished(t: NewTask, outcome: FinishedOutcome, limits: CreationLimits): Promise<Created> {
-    const value = outcome.status === 'completed' ? outcome.result : outcome.error;
-    const payload = JSON.stringify(value);
+  async insertFinished(t: NewTask, outcome: FinishedOutcome, limits: CreationLimits): Promise<Created> {
     const statusMessage = outcome.status === 'failed' ? outcome.error.message : null;
-    if (hasNul(statusMessage) || jsonHasNul(payload)) {
-      const root = outcome.status === 'completed' ? 'result' : 'error';
-      return Promise.reject(
-        new UnstorableValueError(unstorableText(value, root) ?? 'it contains a NUL character'),
-      );
-    }
+    const payload =
+      outcome.status === 'completed'
+        ? storableOutcomeJson(outcome.result, 'result', statusMessage)
+        : storableOutcomeJson(outcome.error, 'error', statusMessage);
     return this.creations.submit({
       task: t,
       limits,

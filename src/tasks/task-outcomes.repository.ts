@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { isDeepStrictEqual } from 'node:util';
 import { DataSource } from 'typeorm';
-import { hasNul, jsonHasNul, unstorableText, UnstorableValueError } from '../common/storable-text.js';
+import { storableOutcomeJson } from '../common/storable-text.js';
 import { captureAuditContext, inAuditContext, type AuditContext } from '../audit/audit-context.js';
 import { DatabaseConfig } from '../database/database.config.js';
 import { TasksConfig } from './tasks.config.js';
@@ -11,22 +11,17 @@ import { CommitGroupQueue, ON_ITS_OWN, type CommitGroupListener } from './commit
 import { TaskChangePublisher } from './task-change-publisher.js';
 import {
   bySessionRow,
+  expiryOf,
   LIVE_SQL,
   MS_UNTIL_EXPIRY,
   NOW_MS,
   rowToSnapshot,
   SNAPSHOT_COLUMNS,
-  toNumber,
   type Row,
 } from './task-sql.js';
 import type { TaskStatus } from './task-state.js';
 import { TaskTransactions } from './task-transactions.js';
-import {
-  TaskWorkerRepository,
-  type ExpiryReading,
-  type WorkerFence,
-  type WorkerWriteResult,
-} from './task-worker.repository.js';
+import { TaskWorkerRepository, type WorkerFence, type WorkerWriteResult } from './task-worker.repository.js';
 import type { TaskErrorPayload, TaskSnapshot } from './task.types.js';
 
 /**
@@ -121,10 +116,6 @@ function landedOutcome(
     : isDeepStrictEqual(stored(fields.error), t.error);
 }
 
-function expiryOf(row: Row, measuredAt: number): ExpiryReading {
-  return { measuredAt, msUntilExpiry: toNumber(row.ms_until_expiry) };
-}
-
 /**
  * A run's final outcome (completed or failed), fenced like every worker write, and its commit group:
  * outcomes that arrive while an earlier group of them commits go together in one transaction (see
@@ -180,19 +171,13 @@ export class TaskOutcomesRepository {
    * the write was refused (expiring the task if it is due). An outcome holding a NUL character is refused
    * with UnstorableValueError before it joins a group: PostgreSQL would refuse it on every attempt.
    */
-  private finishIfCurrent(
+  private async finishIfCurrent(
     fence: WorkerFence,
     to: 'completed' | 'failed',
     fields: OutcomeFields,
   ): Promise<WorkerWriteResult> {
     const value = to === 'completed' ? fields.result : fields.error;
-    const payload = JSON.stringify(value);
-    if (hasNul(fields.statusMessage) || jsonHasNul(payload)) {
-      const where = hasNul(fields.statusMessage)
-        ? 'statusMessage contains a NUL character (\\u0000)'
-        : (unstorableText(value, to === 'completed' ? 'result' : 'error') ?? 'it contains a NUL character');
-      return Promise.reject(new UnstorableValueError(where));
-    }
+    const payload = storableOutcomeJson(value, to === 'completed' ? 'result' : 'error', fields.statusMessage);
     return this.outcomes.submit({ fence, to, fields, payload, audit: captureAuditContext() });
   }
 

@@ -12,6 +12,21 @@ export const NOW_MS = `date_trunc('milliseconds', now())`;
 export const LIVE_SQL = `('working', 'input_required')`;
 /** expires_at − now() in milliseconds, for a written row (see ExpiryReading). */
 export const MS_UNTIL_EXPIRY = `(extract(epoch FROM (t.expires_at - now())) * 1000)::float8 AS ms_until_expiry`;
+
+/**
+ * Where a written task stands against its ttl, by the database clock: `msUntilExpiry` is expires_at − now()
+ * of the writing transaction, `measuredAt` a performance.now() taken before that transaction began, so
+ * measuredAt + msUntilExpiry is no later than the expiry (FinishedTaskCache.put).
+ */
+export interface ExpiryReading {
+  measuredAt: number;
+  msUntilExpiry: number;
+}
+
+/** The ExpiryReading of a row written with MS_UNTIL_EXPIRY, against performance.now() taken before the write. */
+export function expiryOf(row: Row, measuredAt: number): ExpiryReading {
+  return { measuredAt, msUntilExpiry: toNumber(row.ms_until_expiry) };
+}
 export const TERMINAL_SQL = `('completed', 'failed', 'cancelled')`;
 
 /**

@@ -4,7 +4,15 @@ import { TaskChangePublisher } from './task-change-publisher.js';
 import { EXPIRED } from './task-failures.js';
 import { checkInputRound, type InputLimits } from './input-round.js';
 import { TaskRowWriter, type NextState, type SweptTask } from './task-row-writer.js';
-import { LIVE_SQL, NOW_MS, rowToSnapshot, SNAPSHOT_COLUMNS, toNumber, type Row } from './task-sql.js';
+import {
+  LIVE_SQL,
+  NOW_MS,
+  rowToSnapshot,
+  SNAPSHOT_COLUMNS,
+  toNumber,
+  type ExpiryReading,
+  type Row,
+} from './task-sql.js';
 import { canTransition, isLive, type TaskStatus } from './task-state.js';
 import { TaskTransactions } from './task-transactions.js';
 import { inputKeyFor, type InputRequest, type TaskErrorPayload, type TaskSnapshot } from './task.types.js';
@@ -24,15 +32,7 @@ export interface WorkerFence {
  */
 export type WorkerWriteRefusal = 'gone' | 'not_current' | 'expired';
 
-/**
- * Where a task written to a terminal state stands against its ttl, by the database clock: `msUntilExpiry`
- * is expires_at − now() of the writing transaction, `measuredAt` a performance.now() taken before that
- * transaction began, so measuredAt + msUntilExpiry is no later than the expiry (FinishedTaskCache.put).
- */
-export interface ExpiryReading {
-  measuredAt: number;
-  msUntilExpiry: number;
-}
+export type { ExpiryReading } from './task-sql.js';
 
 export type WorkerWriteResult =
   | { applied: true; task: TaskSnapshot; previous: TaskStatus; expiry?: ExpiryReading }
