@@ -60,7 +60,7 @@ export class SessionsAdminRepository {
     const rows = await this.dataSource.query<Record<string, unknown>[]>(
       `SELECT s.id, s.principal_id, s.protocol_version, s.client_info->>'name' AS client_name, s.created_at,
               s.last_seen_at,
-              (SELECT count(*) FROM mcp_sse_stream st WHERE st.session_id = s.id) AS event_streams
+              (SELECT count(*) FROM mcp_sse_stream st WHERE st.session_id = s.id AND st.last_seq > 0) AS event_streams
          FROM mcp_session s WHERE ${where.join(' AND ')}
         ORDER BY s.last_seen_at DESC, s.id DESC LIMIT ${param(limit + 1)}`,
       params,

@@ -7,6 +7,22 @@ import { SessionsService } from './sessions.service.js';
 import { SseEventsRepository, type LoggedEvent } from './sse-events.repository.js';
 import { MIGRATIONS, SCHEMA } from '../schema.js';
 import { buildDataSourceOptions } from '../database/typeorm-options.js';
+import { inTransaction } from '../database/sql-transaction.js';
+
+/** Resolves once a backend of this database waits on a lock of this kind (pg_stat_activity.wait_event). */
+async function waitForLockWait(db: TestDatabase, event: string): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    const waiting = await withClient(db.url, (c) =>
+      c.query(
+        `SELECT 1 FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock' AND wait_event = $2`,
+        [db.name, event],
+      ),
+    );
+    if (waiting.rowCount && waiting.rowCount > 0) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`no backend waited on a ${event} lock`);
+}
 
 /** Resolves when `p` settles or a backend of this database waits on a lock, whichever comes first. */
 async function settledOrBlocked(db: TestDatabase, p: Promise<unknown>): Promise<'settled' | 'blocked'> {
@@ -137,6 +153,86 @@ describe('the SSE event log keeps each stream gap-free in commit order (real Pos
       ['1', { n: 1 }],
       ['2', { n: 2 }],
     ]);
+  });
+
+  describe('the outbox logs nothing before a stream has issued an id', () => {
+    const status = (n: number) => ({ jsonrpc: '2.0', method: 'notifications/tasks/status', params: { n } });
+    const outbox = (sessionId: string, n: number, after?: string) =>
+      inTransaction(app.get(DataSource), { lockTimeoutMs: 0 }, async (tx) => {
+        await tx.query('SELECT 1');
+        events.appendAtCommit(tx, sessionId, 'g', status(n));
+        // Holds the transaction open after its append (the counter row stays locked) until the key is free.
+        if (after) tx.atCommit(after);
+      });
+    const logged = (sessionId: string) =>
+      withClient(db.url, async (c) => {
+        const r = await c.query(
+          `SELECT (SELECT last_seq::int FROM mcp_sse_stream WHERE session_id = $1 AND stream_id = 'g') AS counter,
+                  (SELECT count(*)::int FROM mcp_sse_event WHERE session_id = $1) AS events`,
+          [sessionId],
+        );
+        return r.rows[0] as { counter: number | null; events: number };
+      });
+
+    it('a session that only polls gets no event rows; once its GET stream is primed, every change is logged', async () => {
+      const s = await sessions.open(ANONYMOUS_PRINCIPAL, '2025-11-25', {}, null);
+      await outbox(s.id, 1);
+      await outbox(s.id, 2);
+      expect(await logged(s.id)).toEqual({ counter: 0, events: 0 });
+      // No id was issued: a Last-Event-ID naming seq 0 is no resume point (the GET starts afresh).
+      expect(await events.resumePoint(s.id, 'g', '0')).toEqual({ issued: false });
+      const priming = await events.append(s.id, 'g', null);
+      expect(priming).toBe('1');
+      await outbox(s.id, 3);
+      await outbox(s.id, 4);
+      const after = await events.readAfter(s.id, 'g', priming);
+      expect(after.map((e) => [e.seq, e.payload])).toEqual([
+        ['2', status(3)],
+        ['3', status(4)],
+      ]);
+      expect(await events.resumePoint(s.id, 'g', priming)).toMatchObject({ issued: true, missed: 0 });
+    });
+
+    it('a change committing while the first GET primes its stream waits for it and is logged after the priming id', async () => {
+      const s = await sessions.open(ANONYMOUS_PRINCIPAL, '2025-11-25', {}, null);
+      await outbox(s.id, 1); // the counter row exists, at 0
+      const qr = app.get(DataSource).createQueryRunner();
+      await qr.connect();
+      try {
+        await qr.startTransaction();
+        const priming = await events.append(s.id, 'g', null, false, qr.manager);
+        const change = outbox(s.id, 2);
+        // Had the outbox skipped the append on the counter it saw (0), it would commit now, and the stream
+        // that drains after its priming id would never get this change.
+        expect(await settledOrBlocked(db, change)).toBe('blocked');
+        await qr.commitTransaction();
+        await change;
+        const after = await events.readAfter(s.id, 'g', priming);
+        expect(after.map((e) => e.payload)).toEqual([status(2)]);
+      } finally {
+        if (qr.isTransactionActive) await qr.rollbackTransaction();
+        await qr.release();
+      }
+    });
+
+    it('a priming that waits for an open outbox transaction numbers itself after a change it was never owed', async () => {
+      const s = await sessions.open(ANONYMOUS_PRINCIPAL, '2025-11-25', {}, null);
+      const key = 7_340_017;
+      await withClient(db.url, async (holder) => {
+        await holder.query('SELECT pg_advisory_lock($1)', [key]);
+        const change = outbox(s.id, 1, `SELECT pg_advisory_xact_lock(${key})`);
+        // The change's transaction has appended (its counter row, uncommitted) and waits for the key.
+        await waitForLockWait(db, 'advisory');
+        const priming = events.append(s.id, 'g', null);
+        // The priming append waits for that transaction (the counter row it made), not the other way round.
+        await waitForLockWait(db, 'transactionid');
+        expect(await logged(s.id)).toEqual({ counter: null, events: 0 });
+        await holder.query('SELECT pg_advisory_unlock($1)', [key]);
+        await change;
+        expect(await priming).toBe('1');
+        expect(await logged(s.id)).toEqual({ counter: 1, events: 1 }); // the priming event only
+      });
+    });
   });
 });
 

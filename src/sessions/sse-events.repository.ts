@@ -33,14 +33,27 @@ const APPEND_EVENT = `WITH counter AS (
   RETURNING seq`;
 
 /**
- * APPEND_EVENT for the outbox: only while the session row exists. The check takes no lock (it must not make a
- * task commit wait for the sweep), so an append racing the session's deletion can still leave a counter row;
- * deleteOrphanCounters sweeps those.
+ * The outbox append ($1 session, $2 stream, $3 payload, $4 final). Two differences from APPEND_EVENT:
+ * - Only while the session row exists. The check takes no lock (it must not make a task commit wait for the
+ *   sweep), so an append racing the session's deletion can still leave a counter row; deleteOrphanCounters
+ *   sweeps those.
+ * - Only once the stream has issued an id. A fresh GET stream starts after its priming event (APPEND_EVENT),
+ *   so an event logged before a stream's first id could never be sent to anyone: the legacy status outbox of
+ *   a session that only polls wrote a row per status change for nothing. Such a stream's counter row stays
+ *   at 0 (made at 0 when missing) and no event is logged. The conflict arm locks the counter row even when
+ *   its WHERE leaves it unchanged, so this append and a priming one still run one after the other: an
+ *   append that waited for a priming commit sees the new counter and logs its event after the priming id;
+ *   a priming that waited for this transaction numbers itself after a change it was never owed.
  */
-const APPEND_EVENT_IF_SESSION = APPEND_EVENT.replace(
-  'VALUES ($1, $2, 1)',
-  'SELECT $1, $2, 1 WHERE EXISTS (SELECT 1 FROM mcp_session WHERE id = $1)',
-);
+const APPEND_EVENT_AT_COMMIT = `WITH counter AS (
+    INSERT INTO mcp_sse_stream (session_id, stream_id, last_seq)
+      SELECT $1, $2, 0 WHERE EXISTS (SELECT 1 FROM mcp_session WHERE id = $1)
+    ON CONFLICT (session_id, stream_id) DO UPDATE SET last_seq = mcp_sse_stream.last_seq + 1
+      WHERE mcp_sse_stream.last_seq > 0
+    RETURNING last_seq)
+  INSERT INTO mcp_sse_event (session_id, stream_id, seq, payload, final)
+  SELECT $1, $2, counter.last_seq, $3::jsonb, $4::boolean FROM counter WHERE counter.last_seq > 0
+  RETURNING seq`;
 
 @Injectable()
 export class SseEventsRepository {
@@ -69,13 +82,14 @@ export class SseEventsRepository {
   }
 
   /**
-   * The same append as an outbox row of `tx`, written in its COMMIT's round trip: the event exists exactly
-   * when the transaction commits, numbered by the counter row it locks then. Its seq is not returned. A task
-   * outlives its session: once the session row is deleted nothing is logged (nobody can resume it), so no
-   * counter row is made again for a session no sweep would look at.
+   * The same append as an outbox row of `tx`, written in its COMMIT's round trip: once the stream has issued
+   * an id, the event exists exactly when the transaction commits, numbered by the counter row it locks then;
+   * before that nothing is logged, since no stream could ever send it (APPEND_EVENT_AT_COMMIT). Its seq is
+   * not returned. A task outlives its session: once the session row is deleted nothing is logged (nobody can
+   * resume it), so no counter row is made again for a session no sweep would look at.
    */
   appendAtCommit(tx: SqlTx, sessionId: string, streamId: string, payload: Record<string, unknown>): void {
-    tx.atCommit(APPEND_EVENT_IF_SESSION, [sessionId, streamId, JSON.stringify(payload), false]);
+    tx.atCommit(APPEND_EVENT_AT_COMMIT, [sessionId, streamId, JSON.stringify(payload), false]);
   }
 
   async readAfter(
@@ -125,7 +139,8 @@ export class SseEventsRepository {
          FROM mcp_sse_stream s WHERE s.session_id = $1 AND s.stream_id = $2`,
       [sessionId, streamId, seq],
     );
-    if (!row || BigInt(row.last_seq) < BigInt(seq)) return { issued: false };
+    // A counter at 0 has issued no id yet (only outbox appends, which log nothing before the first id).
+    if (!row || BigInt(row.last_seq) === 0n || BigInt(row.last_seq) < BigInt(seq)) return { issued: false };
     const lastSeq = String(row.last_seq);
     const firstAfter = row.first_after === null ? null : String(row.first_after);
     const next = BigInt(seq) + 1n;

@@ -49,6 +49,8 @@ describe('task change versions and the status-notification outbox (real PostgreS
   it('logs the legacy status notification with the change, and not when the change rolls back', async () => {
     // A real session: the outbox logs nothing for a session whose row is gone (nobody could resume it).
     const session = (await app.get(SessionsService).open(ANONYMOUS_PRINCIPAL, '2025-11-25', {}, null)).id;
+    // Its GET stream, primed: before a stream has issued an id the outbox logs nothing (no one could get it).
+    const primed = await events.append(session, 'g', null);
     const t = await tasks.create({
       ownerId: 'o1',
       sessionId: session,
@@ -57,7 +59,7 @@ describe('task change versions and the status-notification outbox (real PostgreS
       requestParams: {},
     });
     await tasks.cancel('o1', t.id);
-    const logged = await events.readAfter(session, 'g', '0');
+    const logged = await events.readAfter(session, 'g', primed);
     expect(logged.map((e) => (e.payload as { params: { status: string } }).params.status)).toEqual([
       'working',
       'cancelled',
@@ -82,6 +84,6 @@ describe('task change versions and the status-notification outbox (real PostgreS
     const rows = await app
       .get(DataSource)
       .query<{ n: string }[]>(`SELECT count(*) AS n FROM mcp_sse_event WHERE session_id = $1`, [session]);
-    expect(Number(rows[0].n)).toBe(3);
+    expect(Number(rows[0].n)).toBe(4); // the priming event and three changes
   });
 });
