@@ -2,6 +2,7 @@ import type { INestApplication } from '@nestjs/common';
 import { createTestApp } from '../../test/support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
 import { ControlledExecutor, sleep } from '../../test/support/controlled-executor.js';
+import { TaskRunnerService } from './task-runner.service.js';
 import { TaskError, TaskErrorCode } from './tasks.errors.js';
 import { TasksService, type CreateTaskInput } from './tasks.service.js';
 
@@ -54,6 +55,20 @@ describe('finished tasks kept in memory after a read (real PostgreSQL)', () => {
     await expect(tasks.get('fc-owner', t.id)).resolves.toMatchObject({ status: 'completed' });
     await sleep(1600);
     await notFound(tasks.get('fc-owner', t.id));
+  });
+
+  it('answers the first read after an outcome this instance committed from memory, not the database', async () => {
+    const runner = app.get(TaskRunnerService);
+    const t = await tasks.createAndStart(input('fc-first', 60000));
+    const run = await exec.run(t.id);
+    const recorded = runner.recordedOutcome(t.id);
+    run.complete();
+    // The run's recording has ended: the outcome committed, and no read of the task was made since.
+    await expect(recorded).resolves.toMatchObject({ task: { status: 'completed' } });
+    await deleteRow(t.id);
+    await expect(tasks.get('fc-first', t.id)).resolves.toMatchObject({ id: t.id, status: 'completed' });
+    // Keyed by owner: anyone else still reads the database, where there is nothing (of theirs).
+    await notFound(tasks.get('fc-other', t.id));
   });
 
   it('never keeps a live task: the read after the end sees the end', async () => {

@@ -3,6 +3,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import { SpanStatusCode, type Span } from '@opentelemetry/api';
 import { correlationId, internalErrorText, isInfrastructureFault } from '../common/internal-fault.js';
 import { unstorableText, UnstorableValueError } from '../common/storable-text.js';
+import { FinishedTaskCache } from './finished-task-cache.js';
 import { TasksConfig } from './tasks.config.js';
 import { TaskMetrics } from './task-metrics.service.js';
 import { TaskOutcomesRepository } from './task-outcomes.repository.js';
@@ -86,6 +87,7 @@ export class TaskOutcomeRecorder {
     private readonly outcomes: TaskOutcomesRepository,
     private readonly config: TasksConfig,
     private readonly metrics: TaskMetrics,
+    private readonly finished: FinishedTaskCache,
   ) {}
 
   async record(
@@ -155,8 +157,17 @@ export class TaskOutcomeRecorder {
       this.metrics.taskFinished(entry, result.task.status === 'completed' ? 'completed' : 'failed');
       if (exhausted) this.metrics.taskRetried(entry.toolName, 'exhausted');
     }
-    if (result?.applied)
-      entry.written = { task: result.task, expiry: 'expiry' in result ? result.expiry : undefined };
+    if (result?.applied) {
+      const expiry = 'expiry' in result ? result.expiry : undefined;
+      entry.written = { task: result.task, expiry };
+      // A terminal state this instance committed is what the database holds until the janitor deletes the
+      // row after its ttl: the owner's reads from now on are answered from it, not read back. Most reads of
+      // a task come after its outcome committed (a client polls once the handle answered), so this saves
+      // the first read of nearly every task run here.
+      if (expiry && isTerminal(result.task.status)) {
+        this.finished.put(result.task, expiry.measuredAt, expiry.msUntilExpiry);
+      }
+    }
     if (result) traceOutcome(entry.span, outcome, result);
     else
       entry.span.setStatus({ code: SpanStatusCode.ERROR, message: `the ${outcome.kind} write never landed` });

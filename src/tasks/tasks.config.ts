@@ -7,7 +7,8 @@ import { Env, IntEnv } from '../config/env.decorators.js';
 })
 export class TasksConfig {
   @Env(
-    'finished tasks an instance keeps in memory after a read, until their ttl runs out (a finished task never ' +
+    'finished tasks an instance keeps in memory after a read or after committing their outcome, until their ' +
+      'ttl runs out (a finished task never ' +
       'changes, and only the janitor deletes it, after ttl + `TASK_EXPIRED_GRACE_MS`); `0` reads every ' +
       '`tasks/get` from the database',
   )

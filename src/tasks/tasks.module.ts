@@ -2,6 +2,7 @@ import { Module, type OnModuleInit } from '@nestjs/common';
 import { registerErrorMapper } from '../common/error-mappers.js';
 import { InstancesModule } from '../instances/instances.module.js';
 import { ToolDispatchModule } from '../tool-dispatch/tool-dispatch.module.js';
+import { FinishedTaskCache } from './finished-task-cache.js';
 import { TaskAuditWriter } from './task-audit-writer.js';
 import { TaskChangePublisher } from './task-change-publisher.js';
 import { TaskCreationRepository } from './task-creation.repository.js';
@@ -16,6 +17,7 @@ import { TaskTransactions } from './task-transactions.js';
 import { TaskWorkerRepository } from './task-worker.repository.js';
 import { TasksAdminRepository } from './tasks-admin.repository.js';
 import { TasksRepository } from './tasks.repository.js';
+import { TasksConfig } from './tasks.config.js';
 import { TasksService } from './tasks.service.js';
 import { mapTaskError } from './tasks.error-mapper.js';
 import { TaskError } from './tasks.errors.js';
@@ -43,6 +45,13 @@ const TASK_REPOSITORY_CORE = [TaskTransactions, TaskAuditWriter, TaskChangePubli
     TasksAdminRepository,
     TaskQueueRepository,
     TaskMetrics,
+    {
+      // One per instance: filled by owners' reads and by the outcome recorder's commits, read by TasksService.
+      provide: FinishedTaskCache,
+      useFactory: (config: TasksConfig) =>
+        new FinishedTaskCache(config.FINISHED_TASK_CACHE_MAX, config.FINISHED_TASK_CACHE_BYTES),
+      inject: [TasksConfig],
+    },
     TaskOutcomeRecorder,
     TaskRunnerService,
     TaskClaimer,

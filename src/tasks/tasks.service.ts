@@ -203,9 +203,6 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
   private offBus: (() => void) | undefined;
   private offResync: (() => void) | undefined;
   private offCounted: (() => void) | undefined;
-  /** Finished tasks as their owners last read them, until their ttl (they never change before then). */
-  private readonly finished: FinishedTaskCache;
-
   constructor(
     private readonly repo: TasksRepository,
     private readonly creations: TaskCreationRepository,
@@ -217,9 +214,12 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     private readonly metrics: TaskMetrics,
     private readonly claimer: TaskClaimer,
     private readonly quotaService: QuotaService,
-  ) {
-    this.finished = new FinishedTaskCache(config.FINISHED_TASK_CACHE_MAX, config.FINISHED_TASK_CACHE_BYTES);
-  }
+    /**
+     * Finished tasks as their owners last read them or this instance committed them, until their ttl (they
+     * never change before then). Shared with the outcome recorder, which fills it at the commit.
+     */
+    private readonly finished: FinishedTaskCache,
+  ) {}
 
   onModuleInit(): void {
     this.offBus = this.bus.subscribe(TASK_CHANNEL, (payload) => {
