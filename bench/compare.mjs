@@ -4,6 +4,10 @@
 //   BENCH_SECONDS=10 BENCH_CLIENTS=32 BENCH_ROUNDS=2 BENCH_ONLY=legacy-inline,tasks-get npm run bench:compare
 //   BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" BENCH_PEERS=false ...   (profile this server alone)
 //   BENCH_SERVER_MAIN=.data/before/dist/src/main.js ...   (another build of this server, for before/after runs)
+//   BENCH_BASELINE_MAIN=.data/before/dist/src/main.js BENCH_PEERS=false BENCH_ROUNDS=12 BENCH_SECONDS=5 ...
+//                       (paired before/after: that build runs beside this one in every round, order alternating,
+//                        and the report gives this server's rate over the baseline's, round by round)
+//   ... BENCH_PAIRING=concurrent   (the two builds run at the same time, each with its own clients and database)
 //
 // Each scenario runs BENCH_CLIENTS closed-loop clients (each sends its next request when the last one answered)
 // for BENCH_SECONDS after a short warm-up, against this server and against the peer that offers the same thing:
@@ -19,6 +23,13 @@
 //                       POST send → work loop fetch + complete → GET getJobById (bench/peers/pg-boss-server.mjs)
 //                       BENCH_DURABLE_SPLIT=true runs ours as an INSTANCE_ROLE=web instance taking the calls and an
 //                       INSTANCE_ROLE=worker instance claiming the work (CPU of both counted).
+// With BENCH_BASELINE_MAIN each round also runs that build (same scenario, a database of its own) right before or
+// after this one, alternating; the ratio of the two rates is taken per round, so a machine that is busier in one
+// round than in the next moves both sides of that round's ratio. The report gives the geometric mean of those
+// paired ratios with a 95 % confidence interval (t over the log ratios), and the same for CPU per op (server plus
+// its PostgreSQL backends): a before/after change is shown within x % only when the whole interval is. Run side by
+// side (BENCH_PAIRING=concurrent) the two builds share one load generator: when it is the bottleneck both get its
+// pace and the rate ratio is pulled towards 1, so there CPU per op is the figure to read.
 // Rounds alternate which server goes first. Server CPU comes from /proc/<pid>/stat; PostgreSQL CPU is the
 // summed CPU of the backends connected to the scratch database. The table goes to stdout and, with the
 // machine's description, to bench/results/compare-<timestamp>.md. Not run in CI.
@@ -26,7 +37,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
   admin,
@@ -273,26 +284,33 @@ const SPLIT = process.env.BENCH_DURABLE_SPLIT === 'true';
  * This server on `dbName`. For durable-lifecycle with BENCH_DURABLE_SPLIT=true: a web instance (the one the
  * clients talk to) and a worker instance beside it (`extra`, whose CPU counts too).
  */
-async function startOurs(dbName, scenario) {
+const BASELINE_MAIN = process.env.BENCH_BASELINE_MAIN;
+/** How the report names the baseline: BENCH_BASELINE_LABEL (say, the commit it was built from), else its path. */
+const BASELINE_LABEL =
+  process.env.BENCH_BASELINE_LABEL ?? (BASELINE_MAIN ? `\`${relative(ROOT, BASELINE_MAIN)}\`` : '');
+/** BENCH_PAIRING=concurrent: the baseline runs at the same time as this build instead of right before or after. */
+const CONCURRENT = Boolean(BASELINE_MAIN) && process.env.BENCH_PAIRING === 'concurrent';
+
+async function startOurs(dbName, scenario, main, label = 'this server') {
   if (SPLIT && scenario.name === 'durable-lifecycle') {
-    const worker = await startOne(dbName, { INSTANCE_ROLE: 'worker' }, 'this server (worker)');
+    const worker = await startOne(dbName, { INSTANCE_ROLE: 'worker' }, `${label} (worker)`, main);
     try {
-      const web = await startOne(dbName, { INSTANCE_ROLE: 'web' }, 'this server (web + worker)');
+      const web = await startOne(dbName, { INSTANCE_ROLE: 'web' }, `${label} (web + worker)`, main);
       return { ...web, extra: [worker] };
     } catch (err) {
       await stop(worker);
       throw err;
     }
   }
-  return startOne(dbName, {}, 'this server');
+  return startOne(dbName, {}, label, main);
 }
 
-async function startOne(dbName, roleEnv, label) {
+async function startOne(dbName, roleEnv, label, main) {
   const u = new URL(serverUrl);
   u.pathname = `/${dbName}`;
   const nodeArgs = process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(' ') : [];
   return spawnServer(
-    [...nodeArgs, process.env.BENCH_SERVER_MAIN ?? join(ROOT, 'dist', 'src', 'main.js')],
+    [...nodeArgs, main ?? process.env.BENCH_SERVER_MAIN ?? join(ROOT, 'dist', 'src', 'main.js')],
     {
       PORT: '0',
       DATABASE_URL: u.toString(),
@@ -415,11 +433,41 @@ function mergeRuns(runs) {
   };
 }
 
+/** Two-sided 97.5 % quantiles of Student's t for 1..30 degrees of freedom (a 95 % interval); 1.96 beyond. */
+const T975 = [
+  12.71, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.16, 2.145, 2.131,
+  2.12, 2.11, 2.101, 2.093, 2.086, 2.08, 2.074, 2.069, 2.064, 2.06, 2.056, 2.052, 2.048, 2.045, 2.042,
+];
+
+/**
+ * This build's rate over the baseline's, round by round (each pair ran back to back), summarised as the geometric
+ * mean with a 95 % confidence interval: the log ratios' mean ± t·s/√n. Ratios, not differences, since the machine's
+ * speed scales both rates of a round alike.
+ */
+function pairedRatio(ours, baseline) {
+  const rate = geometricMean(ours.map((r, i) => r.rate / baseline[i].rate));
+  const cpu = geometricMean(
+    ours.map((r, i) => (r.cpuMs + r.pgCpuMs) / (baseline[i].cpuMs + baseline[i].pgCpuMs)),
+  );
+  return { ...rate, cpu, baseline: mergeRuns(baseline) };
+}
+
+/** Geometric mean of ratios with its 95 % confidence interval (t over the logs). */
+function geometricMean(ratios) {
+  const logs = ratios.map(Math.log);
+  const n = logs.length;
+  const mean = logs.reduce((a, b) => a + b, 0) / n;
+  const sd = n > 1 ? Math.sqrt(logs.reduce((a, b) => a + (b - mean) ** 2, 0) / (n - 1)) : NaN;
+  const half = n > 1 ? (T975[n - 2] ?? 1.96) * (sd / Math.sqrt(n)) : NaN;
+  return { ratios, mean: Math.exp(mean), low: Math.exp(mean - half), high: Math.exp(mean + half) };
+}
+
 // ---------- main ----------
 const results = [];
 for (const scenario of SCENARIOS) {
   const ours = [];
   const peer = [];
+  const baseline = [];
   for (let round = 0; round < ROUNDS; round++) {
     // Every run gets its own database, so one run's tasks never slow the next one.
     const dbName = `bench_cmp_${randomBytes(4).toString('hex')}`;
@@ -427,16 +475,53 @@ for (const scenario of SCENARIOS) {
     // A peer that keeps its state in PostgreSQL (pg-boss) gets a database of its own on the same server.
     const peerDb = scenario.peer?.[0] === 'pg-boss' ? `${dbName}_peer` : undefined;
     if (peerDb) await admin(serverUrl, `CREATE DATABASE "${peerDb}"`);
-    const order = round % 2 === 0 ? ['ours', 'peer'] : ['peer', 'ours'];
+    // The baseline build gets a database of its own too, so neither build's rows slow the other's run.
+    const baseDb = BASELINE_MAIN ? `${dbName}_base` : undefined;
+    if (baseDb) await admin(serverUrl, `CREATE DATABASE "${baseDb}"`);
+    const pair = BASELINE_MAIN ? (round % 2 === 0 ? ['ours', 'baseline'] : ['baseline', 'ours']) : ['ours'];
+    const order = round % 2 === 0 ? [...pair, 'peer'] : ['peer', ...pair];
+    if (CONCURRENT) {
+      // Both builds at once, each with its own CLIENTS clients and database: the same moment of the machine.
+      const both = [
+        await startOurs(dbName, scenario),
+        await startOurs(baseDb, scenario, BASELINE_MAIN, 'baseline'),
+      ];
+      try {
+        const [a, b] = await Promise.all([
+          measure(scenario.setup, both[0], dbName, scenario.op),
+          measure(scenario.setup, both[1], baseDb, scenario.op),
+        ]);
+        ours.push(a);
+        baseline.push(b);
+        for (const [r, label] of [
+          [a, 'this server'],
+          [b, 'baseline'],
+        ]) {
+          console.log(
+            `${scenario.name} round ${round + 1} ${label} (side by side): ${r.rate.toFixed(0)}/s ` +
+              `p50 ${r.p50.toFixed(1)} ms p99 ${r.p99.toFixed(1)} ms cpu ${r.cpuMs.toFixed(2)} ms/op ` +
+              `pg ${r.pgCpuMs.toFixed(2)} ms/op`,
+          );
+        }
+      } finally {
+        await Promise.all(both.map(stop));
+      }
+    }
     for (const who of order) {
+      if (CONCURRENT && who !== 'peer') continue;
       if (who === 'peer' && (!scenario.peer || process.env.BENCH_PEERS === 'false')) continue;
+      const db = who === 'ours' ? dbName : who === 'baseline' ? baseDb : peerDb;
       const server =
-        who === 'ours' ? await startOurs(dbName, scenario) : await startPeer(scenario.peer, peerDb);
+        who === 'ours'
+          ? await startOurs(dbName, scenario)
+          : who === 'baseline'
+            ? await startOurs(baseDb, scenario, BASELINE_MAIN, 'baseline')
+            : await startPeer(scenario.peer, peerDb);
       try {
         const op = who === 'peer' && scenario.peerOp ? scenario.peerOp : scenario.op;
         const setup = who === 'peer' && scenario.peerSetup ? scenario.peerSetup : scenario.setup;
-        const r = await measure(setup, server, who === 'ours' ? dbName : peerDb, op);
-        (who === 'ours' ? ours : peer).push(r);
+        const r = await measure(setup, server, db, op);
+        (who === 'ours' ? ours : who === 'baseline' ? baseline : peer).push(r);
         console.log(
           `${scenario.name} round ${round + 1} ${server.label}: ${r.rate.toFixed(0)}/s p50 ${r.p50.toFixed(1)} ms ` +
             `p99 ${r.p99.toFixed(1)} ms cpu ${r.cpuMs.toFixed(2)} ms/op pg ${r.pgCpuMs.toFixed(2)} ms/op` +
@@ -448,8 +533,14 @@ for (const scenario of SCENARIOS) {
     }
     await admin(serverUrl, `DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
     if (peerDb) await admin(serverUrl, `DROP DATABASE IF EXISTS "${peerDb}" WITH (FORCE)`);
+    if (baseDb) await admin(serverUrl, `DROP DATABASE IF EXISTS "${baseDb}" WITH (FORCE)`);
   }
-  results.push({ scenario, ours: mergeRuns(ours), peer: peer.length ? mergeRuns(peer) : undefined });
+  results.push({
+    scenario,
+    ours: mergeRuns(ours),
+    peer: peer.length ? mergeRuns(peer) : undefined,
+    paired: baseline.length ? pairedRatio(ours, baseline) : undefined,
+  });
 }
 agent.destroy();
 
@@ -473,6 +564,24 @@ for (const { scenario, ours, peer } of results) {
   lines.push(
     `| ${scenario.name}: ${scenario.what} | ${mine} | ${peerName(scenario.peer)} | ${theirs} | ${ratio}${errs} |`,
   );
+}
+if (results.some((r) => r.paired)) {
+  lines.push(
+    '',
+    `Paired with the baseline build (${BASELINE_LABEL}, ${CONCURRENT ? 'both running at the same time' : 'back to back, order alternating'}), this server's rate over the baseline's per round:`,
+    '',
+    '| scenario | baseline: ops/s (runs), CPU ms/op server + pg | rate ratio per round | rate: geometric mean [95 % CI] | CPU per op (server + pg), this over baseline [95 % CI] |',
+    '|---|---|---|---|---|',
+  );
+  for (const { scenario, paired: p } of results) {
+    if (!p) continue;
+    const b = p.baseline;
+    lines.push(
+      `| ${scenario.name} | ${b.rates.map(f0).join(' / ')}, ${f2(b.cpuMs)} + ${f2(b.pgCpuMs)} | ` +
+        `${p.ratios.map(f2).join(', ')} | ${f2(p.mean)}× [${f2(p.low)}, ${f2(p.high)}] | ` +
+        `${f2(p.cpu.mean)}× [${f2(p.cpu.low)}, ${f2(p.cpu.high)}] |`,
+    );
+  }
 }
 const machine =
   `${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, ` +
