@@ -285,24 +285,26 @@ const SPLIT = process.env.BENCH_DURABLE_SPLIT === 'true';
  * clients talk to) and a worker instance beside it (`extra`, whose CPU counts too).
  */
 const BASELINE_MAIN = process.env.BENCH_BASELINE_MAIN;
+/** BENCH_BASELINE_ENV (URL-encoded): settings for the baseline alone, e.g. the same build with a feature off. */
+const BASELINE_ENV = Object.fromEntries(new URLSearchParams(process.env.BENCH_BASELINE_ENV ?? ''));
 /** How the report names the baseline: BENCH_BASELINE_LABEL (say, the commit it was built from), else its path. */
 const BASELINE_LABEL =
   process.env.BENCH_BASELINE_LABEL ?? (BASELINE_MAIN ? `\`${relative(ROOT, BASELINE_MAIN)}\`` : '');
 /** BENCH_PAIRING=concurrent: the baseline runs at the same time as this build instead of right before or after. */
 const CONCURRENT = Boolean(BASELINE_MAIN) && process.env.BENCH_PAIRING === 'concurrent';
 
-async function startOurs(dbName, scenario, main, label = 'this server') {
+async function startOurs(dbName, scenario, main, label = 'this server', env = {}) {
   if (SPLIT && scenario.name === 'durable-lifecycle') {
-    const worker = await startOne(dbName, { INSTANCE_ROLE: 'worker' }, `${label} (worker)`, main);
+    const worker = await startOne(dbName, { ...env, INSTANCE_ROLE: 'worker' }, `${label} (worker)`, main);
     try {
-      const web = await startOne(dbName, { INSTANCE_ROLE: 'web' }, `${label} (web + worker)`, main);
+      const web = await startOne(dbName, { ...env, INSTANCE_ROLE: 'web' }, `${label} (web + worker)`, main);
       return { ...web, extra: [worker] };
     } catch (err) {
       await stop(worker);
       throw err;
     }
   }
-  return startOne(dbName, {}, label, main);
+  return startOne(dbName, env, label, main);
 }
 
 async function startOne(dbName, roleEnv, label, main) {
@@ -330,10 +332,10 @@ async function startOne(dbName, roleEnv, label, main) {
       // then not wait for a local outcome, poll again: the lifecycle measured 4-5 tasks/get and a fifth of the
       // rate.) durable-lifecycle's claim path is measured with BENCH_DURABLE_SPLIT=true.
       TASK_WORKER_CONCURRENCY: String(Math.max(16, CLIENTS * 2)),
-      ...roleEnv,
       ...(process.env.BENCH_SERVER_ENV
         ? Object.fromEntries(new URLSearchParams(process.env.BENCH_SERVER_ENV))
         : {}),
+      ...roleEnv,
     },
     { label, cwd: ROOT },
   );
@@ -484,7 +486,7 @@ for (const scenario of SCENARIOS) {
       // Both builds at once, each with its own CLIENTS clients and database: the same moment of the machine.
       const both = [
         await startOurs(dbName, scenario),
-        await startOurs(baseDb, scenario, BASELINE_MAIN, 'baseline'),
+        await startOurs(baseDb, scenario, BASELINE_MAIN, 'baseline', BASELINE_ENV),
       ];
       try {
         const [a, b] = await Promise.all([
@@ -515,7 +517,7 @@ for (const scenario of SCENARIOS) {
         who === 'ours'
           ? await startOurs(dbName, scenario)
           : who === 'baseline'
-            ? await startOurs(baseDb, scenario, BASELINE_MAIN, 'baseline')
+            ? await startOurs(baseDb, scenario, BASELINE_MAIN, 'baseline', BASELINE_ENV)
             : await startPeer(scenario.peer, peerDb);
       try {
         const op = who === 'peer' && scenario.peerOp ? scenario.peerOp : scenario.op;
