@@ -756,14 +756,12 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     // waiting, so its timing tells nothing about someone else's task.
     const writing = this.runner.outcomeInFlight(taskId, ownerId);
     if (writing) {
-      const written = await settledWithin(writing, OUTCOME_WAIT_MS);
-      // A terminal state this instance just committed is what the database holds and will keep: the owner
-      // is answered from it (through the finished-task cache) without reading it back.
-      if (written?.expiry && written.task.ownerId === ownerId && isTerminal(written.task.status)) {
-        this.finished.put(written.task, written.expiry.measuredAt, written.expiry.msUntilExpiry);
-        const hit = this.finished.get(ownerId, taskId);
-        if (hit) return hit;
-      }
+      await settledWithin(writing, OUTCOME_WAIT_MS);
+      // A terminal state this instance just committed is what the database holds and will keep: the
+      // outcome recorder put it in the finished-task cache before the wait ended, so the owner is answered
+      // from there without reading it back.
+      const hit = this.finished.get(ownerId, taskId);
+      if (hit) return hit;
     }
     const startedAt = performance.now();
     const found = await this.repo.findOwnedClocked(ownerId, taskId);
