@@ -493,22 +493,32 @@ for (const scenario of SCENARIOS) {
     const order = round % 2 === 0 ? [...pair, 'peer'] : ['peer', ...pair];
     if (CONCURRENT) {
       // Both builds at once, each with its own CLIENTS clients and database: the same moment of the machine.
-      const both = [
-        await startOurs(dbName, scenario),
-        await startOurs(baseDb, scenario, BASELINE_MAIN, 'baseline', BASELINE_ENV),
-      ];
+      // Which one starts, and has its clients set up, first alternates by round (`pair`), so a build never
+      // always gets the head start.
+      const started = new Map();
       try {
-        const [a, b] = await Promise.all([
-          measure(scenario.setup, both[0], dbName, scenario.op),
-          measure(scenario.setup, both[1], baseDb, scenario.op),
-        ]);
+        for (const who of pair) {
+          started.set(
+            who,
+            who === 'ours'
+              ? await startOurs(dbName, scenario)
+              : await startOurs(baseDb, scenario, BASELINE_MAIN, 'baseline', BASELINE_ENV),
+          );
+        }
+        const runs = await Promise.all(
+          pair.map((who) =>
+            measure(scenario.setup, started.get(who), who === 'ours' ? dbName : baseDb, scenario.op),
+          ),
+        );
+        const a = runs[pair.indexOf('ours')];
+        const b = runs[pair.indexOf('baseline')];
         ours.push(a);
         baseline.push(b);
         // One polls counter serves both clients' loops, so neither run's polls per lifecycle is known.
         logRun(scenario, round, 'this server (side by side)', { ...a, pollsPerOp: 0 });
         logRun(scenario, round, 'baseline (side by side)', { ...b, pollsPerOp: 0 });
       } finally {
-        await Promise.all(both.map(stop));
+        await Promise.all([...started.values()].map(stop));
       }
     }
     for (const who of order) {
