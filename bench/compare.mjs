@@ -491,51 +491,48 @@ for (const scenario of SCENARIOS) {
     if (baseDb) await admin(serverUrl, `CREATE DATABASE "${baseDb}"`);
     const pair = BASELINE_MAIN ? (round % 2 === 0 ? ['ours', 'baseline'] : ['baseline', 'ours']) : ['ours'];
     const order = round % 2 === 0 ? [...pair, 'peer'] : ['peer', ...pair];
+    // Each participant of the round: its database, how it starts, and where its runs go.
+    const who = {
+      ours: { db: dbName, runs: ours, start: () => startOurs(dbName, scenario) },
+      baseline: {
+        db: baseDb,
+        runs: baseline,
+        start: () => startOurs(baseDb, scenario, BASELINE_MAIN, 'baseline', BASELINE_ENV),
+      },
+      peer: { db: peerDb, runs: peer, start: () => startPeer(scenario.peer, peerDb) },
+    };
     if (CONCURRENT) {
       // Both builds at once, each with its own CLIENTS clients and database: the same moment of the machine.
       // Which one starts, and has its clients set up, first alternates by round (`pair`), so a build never
       // always gets the head start.
       const started = new Map();
       try {
-        for (const who of pair) {
-          started.set(
-            who,
-            who === 'ours'
-              ? await startOurs(dbName, scenario)
-              : await startOurs(baseDb, scenario, BASELINE_MAIN, 'baseline', BASELINE_ENV),
-          );
-        }
+        for (const name of pair) started.set(name, await who[name].start());
         const runs = await Promise.all(
-          pair.map((who) =>
-            measure(scenario.setup, started.get(who), who === 'ours' ? dbName : baseDb, scenario.op),
-          ),
+          pair.map((name) => measure(scenario.setup, started.get(name), who[name].db, scenario.op)),
         );
-        const a = runs[pair.indexOf('ours')];
-        const b = runs[pair.indexOf('baseline')];
-        ours.push(a);
-        baseline.push(b);
-        // One polls counter serves both clients' loops, so neither run's polls per lifecycle is known.
-        logRun(scenario, round, 'this server (side by side)', { ...a, pollsPerOp: 0 });
-        logRun(scenario, round, 'baseline (side by side)', { ...b, pollsPerOp: 0 });
+        for (const [name, label] of [
+          ['ours', 'this server (side by side)'],
+          ['baseline', 'baseline (side by side)'],
+        ]) {
+          const r = runs[pair.indexOf(name)];
+          who[name].runs.push(r);
+          // One polls counter serves both clients' loops, so neither run's polls per lifecycle is known.
+          logRun(scenario, round, label, { ...r, pollsPerOp: 0 });
+        }
       } finally {
         await Promise.all([...started.values()].map(stop));
       }
     }
-    for (const who of order) {
-      if (CONCURRENT && who !== 'peer') continue;
-      if (who === 'peer' && (!scenario.peer || process.env.BENCH_PEERS === 'false')) continue;
-      const db = who === 'ours' ? dbName : who === 'baseline' ? baseDb : peerDb;
-      const server =
-        who === 'ours'
-          ? await startOurs(dbName, scenario)
-          : who === 'baseline'
-            ? await startOurs(baseDb, scenario, BASELINE_MAIN, 'baseline', BASELINE_ENV)
-            : await startPeer(scenario.peer, peerDb);
+    for (const name of order) {
+      if (CONCURRENT && name !== 'peer') continue;
+      if (name === 'peer' && (!scenario.peer || process.env.BENCH_PEERS === 'false')) continue;
+      const server = await who[name].start();
       try {
-        const op = who === 'peer' && scenario.peerOp ? scenario.peerOp : scenario.op;
-        const setup = who === 'peer' && scenario.peerSetup ? scenario.peerSetup : scenario.setup;
-        const r = await measure(setup, server, db, op);
-        (who === 'ours' ? ours : who === 'baseline' ? baseline : peer).push(r);
+        const op = name === 'peer' && scenario.peerOp ? scenario.peerOp : scenario.op;
+        const setup = name === 'peer' && scenario.peerSetup ? scenario.peerSetup : scenario.setup;
+        const r = await measure(setup, server, who[name].db, op);
+        who[name].runs.push(r);
         logRun(scenario, round, server.label, r);
       } finally {
         await stop(server);
