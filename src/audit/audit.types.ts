@@ -16,7 +16,9 @@ export const AUDIT_KINDS = [
   // the instance that took it has none: its task.created row (attempt 1, detail.queued false) says so.
   'task.attempt',
   'task.retry_scheduled', // a failed run re-queued with backoff (detail: delayMs, availableAt, failedAttempts, maxAttempts, errorCode)
-  'task.handed_over', // a drain released a resumable run to the queue (detail.handedOverAttempt)
+  // A drain released a resumable run to the queue (detail.handedOverAttempt), or a task leased here by a claim
+  // or creation whose COMMIT answer was lost went back to the queue before any run (detail.notStarted, attempt).
+  'task.handed_over',
   'task.rescued', // a lapsed lease or dead instance (janitor): detail.outcome 'requeued' | 'failed', lostAttempt
   'task.redriven', // on the OLD task: `tasks retry` (or the console) created detail.newTaskId from it
   'task.deleted', // the janitor removed the row after its retention (status: its last; detail.createdAt)

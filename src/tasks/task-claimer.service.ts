@@ -18,6 +18,7 @@ import { queuedNotice, TASK_QUEUE_CHANNEL } from './task-queue.js';
 import { TaskQueueRepository } from './task-queue.repository.js';
 import { TaskRunnerService } from './task-runner.service.js';
 import { TasksConfig } from './tasks.config.js';
+import { UnresolvedLeases } from './unresolved-leases.js';
 
 /**
  * A slot held for a task this instance decided to run before its run is registered (a creation leased to
@@ -80,6 +81,7 @@ export class TaskClaimer
     private readonly config: TasksConfig,
     private readonly instancesConfig: InstancesConfig,
     private readonly metrics: TaskMetrics,
+    private readonly unresolved: UnresolvedLeases,
   ) {}
 
   /** Whether this instance's role runs task work at all (INSTANCE_ROLE all or worker). */
@@ -230,6 +232,8 @@ export class TaskClaimer
     } catch (err) {
       this.instances.noteDbError();
       this.logger.warn(`claiming queued tasks failed: ${errorMessage(err)}`);
+      // A claim whose COMMIT answer was lost may have leased tasks here: they are run or given back later.
+      this.unresolved.afterFailedClaim(err, this);
       return 0;
     } finally {
       this.claimingSlots -= n;

@@ -21,6 +21,8 @@ import { TasksConfig } from './tasks.config.js';
 import { TasksService } from './tasks.service.js';
 import { mapTaskError } from './tasks.error-mapper.js';
 import { TaskError } from './tasks.errors.js';
+import { UnresolvedLeases } from './unresolved-leases.js';
+import { UnresolvedLeasesRepository } from './unresolved-leases.repository.js';
 
 /**
  * What every task repository builds on: the transaction, the change publisher (and the audit rows it
@@ -55,6 +57,8 @@ const TASK_REPOSITORY_CORE = [TaskTransactions, TaskAuditWriter, TaskChangePubli
     TaskOutcomeRecorder,
     TaskRunnerService,
     TaskClaimer,
+    UnresolvedLeasesRepository,
+    UnresolvedLeases,
     TasksService,
   ],
   exports: [

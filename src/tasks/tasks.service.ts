@@ -10,6 +10,7 @@ import { TaskMetrics, type CreationMode } from './task-metrics.service.js';
 import { TaskRunnerService } from './task-runner.service.js';
 import type { TaskChange, TaskEra, TaskOutcome, TaskSnapshot } from './task.types.js';
 import { TaskError, TaskErrorCode } from './tasks.errors.js';
+import { UnresolvedLeases } from './unresolved-leases.js';
 import { TASK_CHANNEL, type TaskChangeHook } from './task-change-publisher.js';
 import type { ProgressUpdate } from '../tool-dispatch/tool-context.js';
 import { TaskCreationRepository, type NewTask } from './task-creation.repository.js';
@@ -219,6 +220,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
      * never change before then). Shared with the outcome recorder, which fills it at the commit.
      */
     private readonly finished: FinishedTaskCache,
+    private readonly unresolved: UnresolvedLeases,
   ) {}
 
   onModuleInit(): void {
@@ -464,7 +466,11 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     try {
       return { id, here, value: await create({ id, placement: here ? 'here' : 'queue' }) };
     } catch (err) {
-      if (here) this.claimer.release(id);
+      if (here) {
+        this.claimer.release(id);
+        // Its COMMIT answer may have been lost with the task leased here: it is run or given back later.
+        this.unresolved.afterFailedCreation(id, err, this.claimer);
+      }
       throw err;
     }
   }
