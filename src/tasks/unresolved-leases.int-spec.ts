@@ -5,6 +5,7 @@ import { legacyTaskInput } from '../../test/support/task-registry.js';
 import { createTestApp } from '../../test/support/test-app.js';
 import { createTestDatabase, withClient, type TestDatabase } from '../../test/support/test-database.js';
 import { InstancesService } from '../instances/instances.service.js';
+import { LifecycleService } from '../lifecycle/lifecycle.service.js';
 import { TaskClaimer } from './task-claimer.service.js';
 import { QUEUED_MESSAGE } from './task-queue.js';
 import { TasksService } from './tasks.service.js';
@@ -150,5 +151,25 @@ describe('leases of a write whose COMMIT answer was lost (real PostgreSQL throug
       created: false,
       task: { id: repeat.task.id, status: 'completed' },
     });
+  });
+
+  // Last: it leaves the worker draining.
+  it('an instance draining when PostgreSQL is back gives the claimed task back to the queue uncharged', async () => {
+    const owner = 'o-lost-claim-drain';
+    const back = loseCommitThenOutage(owner, 1500);
+    const task = await web.get(TasksService).createAndStart(legacyTaskInput(owner, { principal: PRINCIPAL }));
+    await waitFor(() => proxy.commitTrapsArmed === 0 || undefined, 5000);
+    worker.get(LifecycleService).announceDrain();
+    await back;
+    await waitFor(async () => ((await rowOf(task.id)).instance_id === null ? true : undefined), 15000);
+    expect(await rowOf(task.id)).toMatchObject({
+      status: 'working',
+      generation: 3,
+      attempt: 1,
+      failed_attempts: 0,
+      status_message: QUEUED_MESSAGE,
+    });
+    expect(exec.runs.filter((r) => r.task.id === task.id)).toHaveLength(0);
+    expect(worker.get(UnresolvedLeases).pending).toBe(0);
   });
 });

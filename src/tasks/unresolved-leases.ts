@@ -1,4 +1,10 @@
-import { Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
+import {
+  Injectable,
+  Logger,
+  type BeforeApplicationShutdown,
+  type OnApplicationShutdown,
+  type OnModuleInit,
+} from '@nestjs/common';
 import { asActor } from '../audit/audit-context.js';
 import { PgBusService } from '../bus/pg-bus.service.js';
 import { errorMessage } from '../common/error-message.js';
@@ -32,6 +38,8 @@ const MAX_UNKNOWN_ROUNDS = 30;
  * being carried out when its answer was lost may show its row a moment later.
  */
 const ABSENT_ROUNDS = 3;
+/** At shutdown, how long giving back what is still unresolved may take (a database that does not answer). */
+const SHUTDOWN_WAIT_MS = 3000;
 /** Writes kept at most (an outage under load): past that, the oldest are left to the janitor. */
 const MAX_PENDING = 10000;
 
@@ -67,14 +75,17 @@ interface Fenced {
  * fence.
  */
 @Injectable()
-export class UnresolvedLeases implements OnModuleInit, OnApplicationShutdown {
+export class UnresolvedLeases implements OnModuleInit, BeforeApplicationShutdown, OnApplicationShutdown {
   private readonly logger = new Logger(UnresolvedLeases.name);
   private readonly claims: UnknownClaim[] = [];
   private readonly fenced = new Map<string, Fenced>();
   private slots: SlotKeeper | undefined;
   private timer: NodeJS.Timeout | undefined;
-  private running = false;
+  /** The round in progress, if any. */
+  private current: Promise<void> | undefined;
   private again = false;
+  /** Shutting down: nothing more is started here; what landed goes back to the queue. */
+  private closing = false;
   private stopped = false;
   private offResync: (() => void) | undefined;
 
@@ -90,6 +101,20 @@ export class UnresolvedLeases implements OnModuleInit, OnApplicationShutdown {
     this.offResync = this.bus.onResync(() => {
       if (this.pending > 0) void this.resolveNow();
     });
+  }
+
+  /** What is still unresolved is given back to the queue rather than left for its lease to lapse. */
+  async beforeApplicationShutdown(): Promise<void> {
+    this.closing = true;
+    if (this.pending === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      this.resolveNow(),
+      new Promise<void>((r) => {
+        timer = setTimeout(r, SHUTDOWN_WAIT_MS);
+      }),
+    ]);
+    clearTimeout(timer);
   }
 
   onApplicationShutdown(): void {
@@ -137,18 +162,17 @@ export class UnresolvedLeases implements OnModuleInit, OnApplicationShutdown {
     this.schedule();
   }
 
-  /** Runs a round now (or once more after the one running). */
+  /** Runs a round now (or once more after the one running); settles when the rounds end. */
   resolveNow(): Promise<void> {
-    if (this.running) {
+    if (this.current) {
       this.again = true;
-      return Promise.resolve();
+      return this.current;
     }
     clearTimeout(this.timer);
     this.timer = undefined;
-    this.running = true;
     // A round started from a request's failure must not lend it that request's id and principal: its writes
     // and the runs it starts are the worker's.
-    return requestContext.exit(() =>
+    this.current = requestContext.exit(() =>
       asActor({ kind: 'worker' }, async () => {
         try {
           do {
@@ -156,18 +180,20 @@ export class UnresolvedLeases implements OnModuleInit, OnApplicationShutdown {
             await this.round();
           } while (this.again && !this.stopped);
         } catch (err) {
-          this.instances.noteDbError();
+          // A lock wait that timed out (TASK_BUSY) is no database fault; the next round tries again.
+          if (!(err instanceof TaskError)) this.instances.noteDbError();
           this.logger.debug?.(`unresolved leases not settled yet: ${errorMessage(err)}`);
         } finally {
-          this.running = false;
+          this.current = undefined;
           this.schedule();
         }
       }),
     );
+    return this.current;
   }
 
   private schedule(): void {
-    if (this.stopped || this.timer || this.running || this.pending === 0) return;
+    if (this.stopped || this.timer || this.current || this.pending === 0) return;
     this.timer = setTimeout(() => {
       this.timer = undefined;
       void this.resolveNow();
@@ -209,7 +235,7 @@ export class UnresolvedLeases implements OnModuleInit, OnApplicationShutdown {
         fences,
         this.config.TASK_LEASE_MS,
         (task) => {
-          if (this.stopped || !slots?.tryReserve(task.id)) return false;
+          if (this.closing || this.stopped || !slots?.tryReserve(task.id)) return false;
           reserved.add(task.id);
           return true;
         },
