@@ -2,7 +2,8 @@ import { Injectable } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { JSONRPC, type JsonRpcRequest } from '../protocol/json-rpc.js';
 import { decodeHeaderValue, nameFieldFor } from '../protocol/mcp-headers.js';
-import { CACHEABLE_METHODS, SERVER_INFO } from '../protocol/mcp-methods.service.js';
+import { CACHEABLE_METHODS } from '../protocol/mcp-methods.service.js';
+import { modernCompleteResult } from '../protocol/modern-result.js';
 import { MethodRegistry } from '../protocol/method-registry.js';
 import { InputRequiredSignal, MrtrInput } from '../protocol/mrtr-input.js';
 import { ProtocolError } from '../protocol/protocol.errors.js';
@@ -319,13 +320,11 @@ export class ModernMcpHandler {
   }
 
   private decorate(method: string, result: Record<string, unknown>): Record<string, unknown> {
-    const out: Record<string, unknown> = { resultType: 'complete', ...result };
+    const out = modernCompleteResult(result);
     if (CACHEABLE_METHODS.has(method) || method === 'server/discover') {
       out.ttlMs ??= this.protocolConfig.LIST_CACHE_TTL_MS;
       out.cacheScope ??= 'private';
     }
-    const meta = isJsonObject(out._meta) ? out._meta : {};
-    out._meta = { ...meta, [META.SERVER_INFO]: SERVER_INFO };
     if (method === 'server/discover') delete out.serverInfo;
     return out;
   }

@@ -1,3 +1,4 @@
+import { modernCompleteResult } from '../../protocol/modern-result.js';
 import type { TaskSnapshot } from '../task.types.js';
 
 /**
@@ -30,10 +31,13 @@ export function modernCreateTaskResult(t: TaskSnapshot): Record<string, unknown>
   return { resultType: 'task', ...modernTask(t) };
 }
 
-/** DetailedTask: what tasks/get and notifications/tasks carry in the modern era. */
+/**
+ * DetailedTask: what tasks/get and notifications/tasks carry in the modern era. A completed task's `result` is the
+ * call's answer as the era renders it inline, `resultType` included.
+ */
 export function modernDetailedTask(t: TaskSnapshot): Record<string, unknown> {
   const out = modernTask(t);
-  if (t.status === 'completed' && t.result) out.result = t.result;
+  if (t.status === 'completed' && t.result) out.result = modernCompleteResult(t.result);
   if (t.status === 'failed' && t.error) out.error = t.error;
   if (t.status === 'input_required') out.inputRequests = t.inputRequests;
   return out;
