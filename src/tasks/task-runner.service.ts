@@ -301,7 +301,9 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
   }
 
   private async shutdownRuns(): Promise<void> {
-    clearInterval(this.leaseTimer);
+    // The lease timer keeps running through the grace: a run still working here must stay leased to this
+    // instance however long SHUTDOWN_GRACE_MS is, or another instance's janitor would fail it "worker lost"
+    // (and the change would abort it) while it is still within its grace.
     // Without a SIGTERM (app.close()) the hand-over starts here; after one it retries what did not land.
     this.handingOver = true;
     await this.handOverResumable(HANDOVER_WAIT_MS);
@@ -312,6 +314,9 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
       await Promise.race([Promise.allSettled(staying().map((r) => r.done)), sleep(wait)]);
       await this.handOverResumable(HANDOVER_WAIT_MS);
     }
+    // From here nothing is renewed: plain runs are failed below, and a resumable run that could not be handed
+    // over must let its lease lapse so that the janitor re-queues it.
+    clearInterval(this.leaseTimer);
     const left = staying();
     const plain = left.filter((r) => !r.resumable);
     // A run that has returned is writing its outcome: it is left to finish that.
