@@ -45,6 +45,14 @@ describe('isDatabaseUnavailable', () => {
     expect(isDatabaseUnavailable(shutdown)).toBe(true);
     expect(isDatabaseUnavailable(tooMany)).toBe(true);
     expect(isDatabaseUnavailable(lostLink)).toBe(true);
+    // A hot standby the address still leads to after a failover refuses every write.
+    const readOnly = Object.assign(new Error('cannot execute INSERT in a read-only transaction'), {
+      code: '25006',
+      severity: 'ERROR',
+    });
+    expect(isDatabaseUnavailable(Object.assign(new QueryFailedError('q'), { driverError: readOnly }))).toBe(
+      true,
+    );
     expect(isDatabaseUnavailable(Object.assign(new QueryFailedError('q'), { driverError: shutdown }))).toBe(
       true,
     );

@@ -45,11 +45,14 @@ export function isInfrastructureFault(err: unknown): boolean {
 
 /**
  * SQLSTATEs that mean "PostgreSQL cannot serve right now", not "this statement is wrong": connection
- * exceptions, shutdown, too many connections, and faults the same request would not hit again: a deadlock
- * or serialization failure (rolled back), a prepared statement a transaction pooler put on another server
- * connection (26000, 42P05; refused before it ran).
+ * exceptions, shutdown, too many connections, a read-only server (25006: a hot standby the address still
+ * leads to after a failover, "cannot execute ... in a read-only transaction" or "... during recovery"; the
+ * connection is retired, see database/read-only-connections.ts), and faults the same request would not hit
+ * again: a deadlock or serialization failure (rolled back; a standby's recovery conflict is 40001 too), a
+ * prepared statement a transaction pooler put on another server connection (26000, 42P05; refused before it
+ * ran).
  */
-const UNAVAILABLE_SQLSTATE = /^(08...|57P0[1-3]|53300|40001|40P01|26000|42P05)$/;
+const UNAVAILABLE_SQLSTATE = /^(08...|57P0[1-3]|53300|25006|40001|40P01|26000|42P05)$/;
 const UNAVAILABLE_SYSCALL_CODES = new Set([
   'ECONNREFUSED',
   'ECONNRESET',

@@ -4,6 +4,7 @@ import { DataSource } from 'typeorm';
 import { DatabaseConfig } from './database.config.js';
 import { runMigrationsLocked } from './migrations-runner.js';
 import { PoolMetrics } from './pool-metrics.js';
+import { retireConnectionsOnReadOnly } from './read-only-connections.js';
 import { initStatementMode, poolOf } from './statement-mode.js';
 import { buildDataSourceOptions, type DatabaseSchema } from './typeorm-options.js';
 
@@ -52,6 +53,19 @@ export class StatementModeOnBoot implements OnModuleInit {
 }
 
 /**
+ * A connection that reached a read-only server (a standby the address still led to after a failover) is
+ * closed at its release, so the pool reconnects and finds the primary once the address moves back.
+ */
+@Injectable()
+export class ReadOnlyConnectionsOnBoot implements OnModuleInit {
+  constructor(private readonly dataSource: DataSource) {}
+
+  onModuleInit(): void {
+    retireConnectionsOnReadOnly(poolOf(this.dataSource));
+  }
+}
+
+/**
  * The data source, its migrations on boot and its pool metrics. The schema comes from the composition root
  * (`src/schema.ts`), so this infrastructure module never imports a feature's entities.
  */
@@ -72,7 +86,7 @@ export class DatabaseModule {
           },
         }),
       ],
-      providers: [MigrationsOnBoot, StatementModeOnBoot, PoolMetrics],
+      providers: [ReadOnlyConnectionsOnBoot, MigrationsOnBoot, StatementModeOnBoot, PoolMetrics],
     };
   }
 }

@@ -1,6 +1,8 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { Counter, Gauge } from 'prom-client';
 import { DataSource } from 'typeorm';
+import { retireConnections } from '../database/read-only-connections.js';
+import { poolOf } from '../database/statement-mode.js';
 import { LifecycleService } from '../lifecycle/lifecycle.service.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { msSinceRetryableFault } from '../common/internal-fault.js';
@@ -160,7 +162,10 @@ export class HealthService {
     return Object.fromEntries(entries);
   }
 
-  /** One transaction, two statements: the database answers, and every migration this code knows is applied. */
+  /**
+   * One transaction, two statements: the database answers and accepts writes, and every migration this code
+   * knows is applied.
+   */
   private async probeDatabase(): Promise<{ database: CheckResult; migrations: CheckResult }> {
     const ms = this.config.HEALTH_DB_TIMEOUT_MS;
     const known = this.dataSource.migrations.map((m) => m.name ?? m.constructor.name);
@@ -173,8 +178,20 @@ export class HealthService {
       await runner.startTransaction();
       try {
         await runner.query(`SET LOCAL statement_timeout = ${ms}; SET LOCAL lock_timeout = ${ms}`);
-        await runner.query('SELECT 1');
-        database = { status: 'up' };
+        // Writable, not merely answering: a hot standby the address still leads to after a failover (DNS
+        // caching) answers reads but refuses every write, so requests would get 503s while the probe passed.
+        const [{ read_only: readOnly }] = (await runner.query(
+          `SELECT current_setting('transaction_read_only') = 'on' AS read_only`,
+        )) as { read_only: boolean }[];
+        if (readOnly) {
+          // Its connections stay on that server for life: closed at release, so the pool reconnects through
+          // the address (and finds the primary once it moved back).
+          retireConnections(poolOf(this.dataSource));
+          database = { status: 'down', reason: 'read-only' };
+          this.logger.warn('readiness check database down (read-only): the server refuses writes');
+        } else {
+          database = { status: 'up' };
+        }
         const rows = (await runner.query(`SELECT name FROM "${table}"`)) as { name: string }[];
         const applied = new Set(rows.map((r) => r.name));
         migrations = known.every((n) => applied.has(n))

@@ -10,6 +10,7 @@ import { SessionError, SessionErrorCode } from './sessions.errors.js';
 import { SessionsRepository, type SessionEndReason } from './sessions.repository.js';
 import { SseEventsRepository } from './sse-events.repository.js';
 import { errorMessage } from '../common/error-message.js';
+import { isDatabaseUnavailable } from '../common/internal-fault.js';
 import { BusConfig } from '../bus/bus.config.js';
 import { QuotasConfig } from '../quotas/quotas.config.js';
 import { SessionsConfig } from './sessions.config.js';
@@ -142,9 +143,25 @@ export class SessionsService implements OnApplicationBootstrap, OnApplicationShu
       TOUCH_INTERVAL_MS,
     );
     if (!live) throw new SessionError(SessionErrorCode.SESSION_NOT_FOUND, 'Session not found');
-    if (live.touchDue) await this.sessions.touch(id, TOUCH_INTERVAL_MS);
+    if (live.touchDue) await this.touchIfPossible(id);
     if (epoch === this.invalidations && this.cacheUsable()) this.remember(live.session);
     return live.session;
+  }
+
+  /**
+   * Slides the session's idle timer. Best effort when the database can be read but not written (a read-only
+   * standby after a failover) or is briefly out of reach: a request that only reads must still be served, and
+   * a missed touch only means the session looks idle since its last one (the next request touches it again;
+   * SESSION_IDLE_TTL_MS is far longer than an outage a client retries through).
+   */
+  private async touchIfPossible(id: string): Promise<void> {
+    try {
+      await this.sessions.touch(id, TOUCH_INTERVAL_MS);
+    } catch (err) {
+      if (!isDatabaseUnavailable(err)) throw err;
+      this.instances.noteDbError();
+      this.logger.warn(`session touch skipped, database cannot write now: ${errorMessage(err)}`);
+    }
   }
 
   /** A session by id, whoever owns it: for server-side work (a task's worker), never for a request. */
