@@ -37,8 +37,11 @@ export class DatabaseConfig {
   @BoolEnv()
   DB_MIGRATIONS_RUN = true;
 
-  @Env('connections in the pool per instance')
-  @IntEnv(1, 200)
+  @Env(
+    'connections in the pool per instance; at least 2, since the boot holds two at once (the migration lock ' +
+      'and the migrations, then the statement-mode probe)',
+  )
+  @IntEnv(2, 200)
   DB_POOL_MAX = 10;
 
   @Env(

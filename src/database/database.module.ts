@@ -8,36 +8,15 @@ import { retireConnectionsOnReadOnly } from './read-only-connections.js';
 import { initStatementMode, poolOf } from './statement-mode.js';
 import { buildDataSourceOptions, type DatabaseSchema } from './typeorm-options.js';
 
-/** Applies pending migrations during module init, before any feature module touches a table. */
-@Injectable()
-export class MigrationsOnBoot implements OnModuleInit {
-  private readonly logger = new Logger('Migrations');
-
-  constructor(
-    private readonly dataSource: DataSource,
-    private readonly config: DatabaseConfig,
-  ) {}
-
-  async onModuleInit(): Promise<void> {
-    if (!this.config.DB_MIGRATIONS_RUN) {
-      this.logger.log('DB_MIGRATIONS_RUN=false: not running migrations');
-      return;
-    }
-    const applied = await runMigrationsLocked(this.dataSource);
-    this.logger.log(
-      applied.length > 0
-        ? `applied ${applied.length} migration(s): ${applied.map((m) => m.name).join(', ')}`
-        : 'schema up to date',
-    );
-  }
-}
-
 /**
- * Finds out before the first request whether the pool keeps named prepared statements (a transaction-mode
- * pooler may not), unless DB_PREPARED_STATEMENTS forces a mode; logs the mode either way.
+ * Gets the database ready during module init, before any feature module touches a table: pending migrations
+ * first, then the statement-mode probe (unless DB_PREPARED_STATEMENTS forces a mode). One after the other:
+ * the migrations hold two connections (the advisory lock's and the migrations' own) and the probe two more,
+ * so run side by side they deadlocked a pool of two.
  */
 @Injectable()
-export class StatementModeOnBoot implements OnModuleInit {
+export class DatabaseOnBoot implements OnModuleInit {
+  private readonly migrationsLogger = new Logger('Migrations');
   private readonly logger = new Logger('Database');
 
   constructor(
@@ -46,8 +25,22 @@ export class StatementModeOnBoot implements OnModuleInit {
   ) {}
 
   async onModuleInit(): Promise<void> {
+    await this.migrate();
     await initStatementMode(poolOf(this.dataSource), this.config.DB_PREPARED_STATEMENTS, (m) =>
       this.logger.log(m),
+    );
+  }
+
+  private async migrate(): Promise<void> {
+    if (!this.config.DB_MIGRATIONS_RUN) {
+      this.migrationsLogger.log('DB_MIGRATIONS_RUN=false: not running migrations');
+      return;
+    }
+    const applied = await runMigrationsLocked(this.dataSource);
+    this.migrationsLogger.log(
+      applied.length > 0
+        ? `applied ${applied.length} migration(s): ${applied.map((m) => m.name).join(', ')}`
+        : 'schema up to date',
     );
   }
 }
@@ -86,7 +79,7 @@ export class DatabaseModule {
           },
         }),
       ],
-      providers: [ReadOnlyConnectionsOnBoot, MigrationsOnBoot, StatementModeOnBoot, PoolMetrics],
+      providers: [ReadOnlyConnectionsOnBoot, DatabaseOnBoot, PoolMetrics],
     };
   }
 }
