@@ -2,7 +2,7 @@ import eslint from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', '.data/**', '*.mjs', '*.cjs', 'test/support/*.mjs', 'bench/**/*.mjs', 'scripts/*.mjs'] },
+  { ignores: ['dist/**', '.builds/**', 'node_modules/**', 'coverage/**', '.data/**', '*.mjs', '*.cjs', 'test/support/*.mjs', 'bench/**/*.mjs', 'scripts/*.mjs'] },
   eslint.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
