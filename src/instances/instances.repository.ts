@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import { IsNull, type Repository } from 'typeorm';
+import type { Repository } from 'typeorm';
 import { ServiceInstance } from './service-instance.entity.js';
 
 @Injectable()
@@ -19,8 +19,23 @@ export class InstancesRepository {
     });
   }
 
-  async heartbeat(id: string): Promise<void> {
-    await this.repo.update({ id, stoppedAt: IsNull() }, { heartbeatAt: () => 'now()' });
+  /**
+   * Refreshes the heartbeat; false when the row is gone (the janitor pruned it after a long silence). A row
+   * the janitor marked lapsed (stopped_at set to its last heartbeat: the process looked dead) is live again,
+   * since the process is evidently running; a row stopped by its own shutdown (stopped_at later than its last
+   * heartbeat) stays stopped.
+   */
+  async heartbeat(id: string): Promise<boolean> {
+    const [, affected] = await this.repo.query<[unknown[], number]>(
+      `UPDATE service_instance SET heartbeat_at = now(), stopped_at = NULL
+        WHERE id = $1 AND (stopped_at IS NULL OR stopped_at = heartbeat_at)`,
+      [id],
+    );
+    if (affected > 0) return true;
+    const [row] = await this.repo.query<{ id: string }[]>('SELECT id FROM service_instance WHERE id = $1', [
+      id,
+    ]);
+    return row !== undefined;
   }
 
   async markStopped(id: string): Promise<void> {

@@ -24,15 +24,9 @@ export class InstancesService implements OnApplicationBootstrap, OnApplicationSh
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
-    await this.repo.register({
-      id: this.instanceId,
-      hostname: hostname(),
-      pid: process.pid,
-      version: BUILD_VERSION,
-      role: this.config.INSTANCE_ROLE,
-    });
+    await this.register();
     const timer = setInterval(() => {
-      this.repo.heartbeat(this.instanceId).catch((err: unknown) => {
+      this.beat().catch((err: unknown) => {
         this.noteDbError();
         this.logger.warn(`heartbeat failed: ${errorMessage(err)}`);
       });
@@ -40,6 +34,23 @@ export class InstancesService implements OnApplicationBootstrap, OnApplicationSh
     timer.unref();
     this.scheduler.addInterval(HEARTBEAT_JOB, timer);
     this.logger.log(`instance ${this.instanceId} registered`);
+  }
+
+  private register(): Promise<void> {
+    return this.repo.register({
+      id: this.instanceId,
+      hostname: hostname(),
+      pid: process.pid,
+      version: BUILD_VERSION,
+      role: this.config.INSTANCE_ROLE,
+    });
+  }
+
+  /** A heartbeat; a row the janitor pruned while this process could not reach the database is written again. */
+  private async beat(): Promise<void> {
+    if (await this.repo.heartbeat(this.instanceId)) return;
+    await this.register();
+    this.logger.warn(`instance ${this.instanceId} registered again (its row had been pruned as lapsed)`);
   }
 
   /** The other instances that are up: registered, not stopped, heartbeat within three intervals. */

@@ -19,6 +19,13 @@ export class JanitorConfig {
   JANITOR_BATCH_SIZE = 100;
 
   @Env(
+    'how long the row of a stopped instance (or one marked lapsed: silent for three heartbeats) is kept ' +
+      'for the console and `instances list` before the janitor deletes it',
+  )
+  @IntEnv(1, 87600)
+  JANITOR_INSTANCE_RETENTION_HOURS = 168;
+
+  @Env(
     'while the janitor has a backlog, the share of wall time (percent) its batches take: after each full ' +
       'batch it pauses so that batch time / (batch time + pause) stays at this. Lower protects live traffic, ' +
       'higher clears a backlog sooner. Each step of a run goes on for at most `JANITOR_INTERVAL_MS`',

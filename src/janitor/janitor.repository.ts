@@ -127,6 +127,50 @@ export class JanitorRepository {
     });
   }
 
+  /**
+   * One bounded batch of instance bookkeeping under the janitor's advisory lock. `lapse`: instances silent
+   * for `staleInstanceMs` (killed, or cut off) are marked stopped as of their last heartbeat, so the console
+   * and `instances list` stop showing them as up (a process that was only cut off clears the mark with its
+   * next heartbeat). `prune`: rows stopped more than `retentionHours` ago are deleted, oldest first (a task
+   * still naming a deleted instance is rescued like one held by a stopped instance). Null when another
+   * instance holds the lock, else how many rows changed.
+   */
+  async instanceBatch(
+    step: 'lapse' | 'prune',
+    opts: { batchSize: number; selfInstanceId: string; staleInstanceMs: number; retentionHours: number },
+  ): Promise<number | null> {
+    return this.transactions.tx(async (m) => {
+      const [{ ok }] = await m.query<Row>('SELECT pg_try_advisory_xact_lock($1) AS ok', [
+        AdvisoryLockKey.Janitor,
+      ]);
+      if (ok !== true) return null;
+      const [{ n }] =
+        step === 'lapse'
+          ? await m.query<Row>(
+              `WITH gone AS (
+                 UPDATE service_instance SET stopped_at = heartbeat_at WHERE id IN (
+                   SELECT id FROM service_instance
+                   WHERE stopped_at IS NULL AND id <> $2
+                     AND heartbeat_at < now() - $3::int * interval '1 millisecond'
+                   ORDER BY heartbeat_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+                 RETURNING 1)
+               SELECT count(*)::int AS n FROM gone`,
+              [opts.batchSize, opts.selfInstanceId, opts.staleInstanceMs],
+            )
+          : await m.query<Row>(
+              `WITH gone AS (
+                 DELETE FROM service_instance WHERE id IN (
+                   SELECT id FROM service_instance
+                   WHERE stopped_at < now() - $2::int * interval '1 hour'
+                   ORDER BY stopped_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+                 RETURNING 1)
+               SELECT count(*)::int AS n FROM gone`,
+              [opts.batchSize, opts.retentionHours],
+            );
+      return toNumber(n);
+    });
+  }
+
   /** Startup recovery outside the janitor lock (rescues, see planRescue): idempotent (SKIP LOCKED, status checked in SQL). */
   async failOrphaned(
     selfInstanceId: string,

@@ -27,8 +27,12 @@ const STALE_HEARTBEATS = 3;
 
 export interface JanitorReport {
   result: 'ok' | 'skipped';
-  /** Task rows per step, and `audit`: audit rows deleted past AUDIT_RETENTION_DAYS. */
-  rows: Record<JanitorStep | 'audit', number>;
+  /**
+   * Task rows per step; `instance_lapsed` and `instance_pruned`: service_instance rows marked stopped after
+   * a silence, and deleted past JANITOR_INSTANCE_RETENTION_HOURS; `audit`: audit rows deleted past
+   * AUDIT_RETENTION_DAYS.
+   */
+  rows: Record<JanitorStep | 'instance_lapsed' | 'instance_pruned' | 'audit', number>;
 }
 
 /**
@@ -40,7 +44,9 @@ export interface JanitorReport {
  * 3. instance_gone: live tasks held by a stopped or silent instance → rescued;
  * 4. delete: finished tasks past created + ttl + TASK_EXPIRED_GRACE_MS → deleted (each one's last audit row,
  *    task.deleted, goes in with its batch);
- * 5. audit: audit rows older than AUDIT_RETENTION_DAYS → deleted, oldest first.
+ * 5. instances: service_instance rows silent for three heartbeats → marked stopped as of their last one (not
+ *    during the outage grace); rows stopped more than JANITOR_INSTANCE_RETENTION_HOURS ago → deleted;
+ * 6. audit: audit rows older than AUDIT_RETENTION_DAYS → deleted, oldest first.
  * Every step runs as the janitor (asActor), so the audit rows it causes say so.
  * Every step is idempotent: rows are claimed with FOR UPDATE SKIP LOCKED and re-checked in SQL.
  * A rescue (planRescue) re-queues a resumable task that has attempts left as its next attempt, claimable at
@@ -207,7 +213,15 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
 
   private async sweep(): Promise<JanitorReport> {
     const started = process.hrtime.bigint();
-    const rows: JanitorReport['rows'] = { expire: 0, lease_lapsed: 0, instance_gone: 0, delete: 0, audit: 0 };
+    const rows: JanitorReport['rows'] = {
+      expire: 0,
+      lease_lapsed: 0,
+      instance_gone: 0,
+      delete: 0,
+      instance_lapsed: 0,
+      instance_pruned: 0,
+      audit: 0,
+    };
     const opts = {
       batchSize: this.config.JANITOR_BATCH_SIZE,
       graceMs: this.tasksConfig.TASK_EXPIRED_GRACE_MS,
@@ -227,6 +241,21 @@ export class JanitorService implements OnApplicationBootstrap, OnApplicationShut
           this.account(step, batch);
           rows[step] += batch.length;
           return batch.length;
+        });
+        if (!done) return this.skipped(rows);
+      }
+      // Instance rows: the silent ones marked stopped (after the outage grace, like the rescues: during an
+      // outage every heartbeat looks old), and old stopped ones deleted.
+      for (const step of ['lapse', 'prune'] as const) {
+        if (step === 'lapse' && inOutageGrace) continue;
+        const done = await this.inBatches(async () => {
+          const n = await this.repo.instanceBatch(step, {
+            ...opts,
+            retentionHours: this.config.JANITOR_INSTANCE_RETENTION_HOURS,
+          });
+          if (n === null) return null;
+          rows[step === 'lapse' ? 'instance_lapsed' : 'instance_pruned'] += n;
+          return n;
         });
         if (!done) return this.skipped(rows);
       }
