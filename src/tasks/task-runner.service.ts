@@ -301,7 +301,16 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
   }
 
   private async shutdownRuns(): Promise<void> {
-    clearInterval(this.leaseTimer);
+    // The lease timer keeps renewing (fenced, as always) the leases of the runs still going through the
+    // grace, whatever its length against TASK_LEASE_MS: it stops only once the last run has ended.
+    try {
+      await this.waitForRuns();
+    } finally {
+      clearInterval(this.leaseTimer);
+    }
+  }
+
+  private async waitForRuns(): Promise<void> {
     // Without a SIGTERM (app.close()) the hand-over starts here; after one it retries what did not land.
     this.handingOver = true;
     await this.handOverResumable(HANDOVER_WAIT_MS);
