@@ -379,6 +379,9 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
   private async writeHandOver(entry: RunningTask): Promise<void> {
     // The checkpoints the run asked for land first: the requeue fences out whatever comes after it.
     await Promise.race([entry.checkpoints.settled(), sleep(CHECKPOINT_WAIT_MS)]);
+    // A run that has returned meanwhile is its recorder's: what it came to is written as such (a retryable
+    // failure counts as a failed attempt and waits its backoff), never as a free hand-over.
+    if (entry.settled) return;
     try {
       const r = await this.repo.requeue(entry.fence, {
         delayMs: 0,
