@@ -50,6 +50,10 @@ export interface NewTask {
   requestHash?: string | null;
   /** The task this one redrives (`tasks retry`). */
   redrivenFrom?: string | null;
+  /** The checkpoint (stored JSON) its first run saved before the row existed (an inline call queued). */
+  checkpoint?: string | null;
+  /** Its first attempt's number: 2 when an inline run of the call already was attempt 1. */
+  attempt?: number;
 }
 
 /**
@@ -70,9 +74,9 @@ interface FinishedWrite {
 const INSERT_COLUMNS = `id, owner_id, session_id, era, tool_name, status, status_message, created_at,
   last_updated_at, ttl_ms, expires_at, poll_interval_ms, request_params, instance_id, lease_expires_at,
   trace_context, principal, resumable, max_attempts, idempotency_key, request_hash, redriven_from, available_at,
-  result, error`;
+  result, error, checkpoint, attempt`;
 /** Values one new row takes (see insertValues), and the row they make, from placeholder $offset+1 on. */
-const INSERT_ARITY = 21;
+const INSERT_ARITY = 23;
 function insertTuple(offset: number): string {
   const $ = (n: number): string => `$${n + offset}`;
   // A live row without an instance is queued: no lease, claimable from now on. A finished row ($19 is its
@@ -82,7 +86,7 @@ function insertTuple(offset: number): string {
            CASE WHEN ${$(10)}::uuid IS NULL THEN NULL ELSE now() + ${$(11)}::int * interval '1 millisecond' END,
            ${$(12)}::jsonb, ${$(13)}::jsonb, ${$(14)}::boolean, ${$(15)}::int, ${$(16)}, ${$(17)}, ${$(18)},
            CASE WHEN ${$(10)}::uuid IS NULL AND ${$(19)} = 'working' THEN now() ELSE NULL END,
-           ${$(20)}::jsonb, ${$(21)}::jsonb)`;
+           ${$(20)}::jsonb, ${$(21)}::jsonb, ${$(22)}::jsonb, ${$(23)}::int)`;
 }
 function insertValues(t: NewTask, finished?: FinishedWrite): unknown[] {
   return [
@@ -108,6 +112,8 @@ function insertValues(t: NewTask, finished?: FinishedWrite): unknown[] {
     finished ? finished.status : 'working',
     finished?.status === 'completed' ? finished.payload : null,
     finished?.status === 'failed' ? finished.payload : null,
+    t.checkpoint ?? null,
+    t.attempt ?? 1,
   ];
 }
 /** INSERT of `n` rows (a commit group's creations are one statement), each with its expiry reading. */

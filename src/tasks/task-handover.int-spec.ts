@@ -8,6 +8,7 @@ import { InstancesService } from '../instances/instances.service.js';
 import { LifecycleService } from '../lifecycle/lifecycle.service.js';
 import { TaskCreationRepository, type NewTask } from './task-creation.repository.js';
 import { queuedNotice, TASK_QUEUE_CHANNEL, type QueuedNotice } from './task-queue.js';
+import { RetryableFailure } from './task-retry.js';
 import { TaskRunnerService } from './task-runner.service.js';
 
 const LIMITS = { maxPerOwner: 100, maxTotal: 1000, maxRetainedPerOwner: 1000 };
@@ -108,6 +109,43 @@ describe('hand-over of resumable runs at shutdown (real PostgreSQL)', () => {
       expect(await row(resumable.id)).toMatchObject({ status: 'working', attempt: 2, instance_id: null });
     } finally {
       if (!closed) await app.close();
+    }
+  });
+
+  it('records a retryable failure during a drain as a failed attempt with its backoff, never a free hand-over', async () => {
+    const exec = new ControlledExecutor();
+    const app = await createTestApp(db.url, ENV, [], { taskWork: exec });
+    try {
+      app.get(LifecycleService).announceDrain();
+      // Started while the instance drains: the launch hands it over, and the run fails meanwhile.
+      const task = await startOn(app, { resumable: true, maxAttempts: 3 });
+      const run = await exec.run(task.id);
+      run.throwError(
+        new RetryableFailure(
+          { code: -32603, message: 'upstream refused' },
+          { initialDelayMs: 60000, factor: 2, maxDelayMs: 60000 },
+        ),
+      );
+      await waitFor(async () => (await row(task.id)).generation > task.generation, 5000);
+      await sleep(300);
+      const r = await withClient(
+        db.url,
+        async (c) =>
+          (
+            await c.query(
+              `SELECT failed_attempts, last_error, available_at > now() + interval '30 seconds' AS backed_off
+               FROM task WHERE id = $1`,
+              [task.id],
+            )
+          ).rows[0],
+      );
+      expect(r).toEqual({
+        failed_attempts: 1,
+        last_error: { code: -32603, message: 'upstream refused' },
+        backed_off: true,
+      });
+    } finally {
+      await app.close();
     }
   });
 

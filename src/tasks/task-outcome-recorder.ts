@@ -95,11 +95,19 @@ export class TaskOutcomeRecorder {
     settled: { ok: true; outcome: TaskOutcome } | { ok: false; error: unknown },
   ): Promise<void> {
     entry.settled = true;
+    // Whether the run failed on its own, before anything aborted it (a hand-over aborts it once written).
+    const failedUnaborted = !settled.ok && !entry.controller.signal.aborted;
     await entry.progress.stop();
     // The run's checkpoints land before its outcome: a re-queue first would fence them out.
     await entry.checkpoints.settled();
+    // A hand-over already on its way to the database decides first: if it lands, the run's fence has moved.
+    await entry.handover;
     if (entry.handedOver) {
       entry.span.addEvent('task.handed_over');
+      // A retryable failure that raced the hand-over still counts and waits its backoff.
+      if (failedUnaborted && settled.error instanceof RetryableFailure) {
+        await this.chargeHandedOver(entry, settled.error);
+      }
       return;
     }
     if (entry.shutdown) {
@@ -113,7 +121,7 @@ export class TaskOutcomeRecorder {
     let outcome: TaskOutcome;
     /** Set when this failure spends the last attempt of a retry policy (counted once it is written). */
     let exhausted = false;
-    if (!settled.ok && settled.error instanceof RetryableFailure && !entry.controller.signal.aborted) {
+    if (!settled.ok && settled.error instanceof RetryableFailure && failedUnaborted) {
       const failure = settled.error;
       const failures = entry.failedAttempts + 1;
       if (failures < entry.maxAttempts) {
@@ -220,6 +228,39 @@ export class TaskOutcomeRecorder {
       'mcp.task.retry_delay_ms': delayMs,
     });
     entry.span.setStatus({ code: SpanStatusCode.ERROR, message: failure.lastError.message });
+  }
+
+  /**
+   * The run failed with a retryable error while its hand-over was written, and the hand-over landed first:
+   * the queued attempt it made is charged the failure instead (TaskWorkerRepository.chargeHandedOver).
+   */
+  private async chargeHandedOver(entry: RunningTask, failure: RetryableFailure): Promise<void> {
+    const failures = entry.failedAttempts + 1;
+    const delayMs = backoffMs(failure.backoff, failures);
+    const statusMessage = retryStatusMessage(
+      entry.attempt,
+      failures,
+      entry.maxAttempts,
+      failure.lastError.message,
+      delayMs,
+    );
+    const r = await this.writeWithRetry(entry, 'requeue', () =>
+      this.repo.chargeHandedOver(entry.fence, {
+        delayMs,
+        failed: true,
+        lastError: failure.lastError,
+        statusMessage,
+      }),
+    );
+    if (r === null || 'unstorable' in r || !r.applied) {
+      entry.span.addEvent('task.stale_write_dropped', { 'mcp.task.outcome': 'requeue' });
+      return;
+    }
+    this.metrics.taskRetried(entry.toolName, 'scheduled');
+    entry.span.addEvent('task.retry_scheduled', {
+      'mcp.task.attempt': entry.attempt,
+      'mcp.task.retry_delay_ms': delayMs,
+    });
   }
 
   /** The final write of `outcome`, retried (see writeWithRetry). */

@@ -301,9 +301,17 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
   }
 
   private async shutdownRuns(): Promise<void> {
-    // The lease timer keeps running through the grace: a run still working here must stay leased to this
-    // instance however long SHUTDOWN_GRACE_MS is, or another instance's janitor would fail it "worker lost"
-    // (and the change would abort it) while it is still within its grace.
+    // The lease timer keeps renewing (fenced, as always) the leases of the runs still going through the
+    // grace, whatever its length against TASK_LEASE_MS; waitForRuns stops it once the grace is over, before
+    // it fails or abandons what is left, and the finally stops it on any other way out.
+    try {
+      await this.waitForRuns();
+    } finally {
+      clearInterval(this.leaseTimer);
+    }
+  }
+
+  private async waitForRuns(): Promise<void> {
     // Without a SIGTERM (app.close()) the hand-over starts here; after one it retries what did not land.
     this.handingOver = true;
     await this.handOverResumable(HANDOVER_WAIT_MS);
@@ -375,6 +383,9 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
   private async writeHandOver(entry: RunningTask): Promise<void> {
     // The checkpoints the run asked for land first: the requeue fences out whatever comes after it.
     await Promise.race([entry.checkpoints.settled(), sleep(CHECKPOINT_WAIT_MS)]);
+    // A run that has returned meanwhile is its recorder's: what it came to is written as such (a retryable
+    // failure counts as a failed attempt and waits its backoff), never as a free hand-over.
+    if (entry.settled) return;
     try {
       const r = await this.repo.requeue(entry.fence, {
         delayMs: 0,

@@ -128,6 +128,45 @@ export class TaskWorkerRepository {
   }
 
   /**
+   * Counts a run that failed with a retryable error while its hand-over was being written (the hand-over
+   * landed first): the queued attempt the hand-over made (generation `fence.generation + 1`, not yet claimed)
+   * now records the failed attempt, its error and its backoff, as `requeue` with `failed` would have. Refused
+   * once a newer run holds the task or it ended.
+   */
+  async chargeHandedOver(fence: WorkerFence, opts: RequeueOptions): Promise<WorkerWriteResult> {
+    return this.transactions.knownTx(async (m) => {
+      const locked = await this.writer.lock(m, fence.taskId, null);
+      if (!locked) return { applied: false, reason: 'gone', task: null };
+      const current = locked.task;
+      if (current.status !== 'working' || current.generation !== fence.generation + 1 || current.instanceId) {
+        return { applied: false, reason: 'not_current', task: current };
+      }
+      const delayMs = Math.max(0, Math.floor(opts.delayMs));
+      const [row] = await m.query<Row>(
+        `UPDATE task SET failed_attempts = failed_attempts + 1, last_error = COALESCE($2::jsonb, last_error),
+                available_at = now() + $3::int * interval '1 millisecond', status_message = $4,
+                last_updated_at = ${NOW_MS}
+          WHERE id = $1
+          RETURNING ${SNAPSHOT_COLUMNS}, pg_current_xact_id()::text AS xact`,
+        [fence.taskId, opts.lastError ? JSON.stringify(opts.lastError) : null, delayMs, opts.statusMessage],
+      );
+      this.transactions.noteXact(m, row.xact as string);
+      const task = rowToSnapshot(row);
+      await this.publisher.publish(m, task, current.status, {
+        kind: 'task.retry_scheduled',
+        detail: {
+          delayMs,
+          availableAt: task.availableAt?.toISOString() ?? null,
+          failedAttempts: task.failedAttempts,
+          maxAttempts: task.maxAttempts,
+          errorCode: opts.lastError?.code ?? null,
+        },
+      });
+      return { applied: true, task, previous: current.status };
+    });
+  }
+
+  /**
    * Stores the run's checkpoint, fenced like every worker write (the row locked, its generation and instance
    * checked), so a run that lost its task can never overwrite what a newer run saved. `json` is the state
    * already checked and serialised (QuotaService.checkpointJson). Not a visible change: nothing is published

@@ -1,3 +1,4 @@
+import { CheckpointError } from '../tool-dispatch/checkpoint.js';
 import { Injectable, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import { PgBusService } from '../bus/pg-bus.service.js';
 import { InstancesService } from '../instances/instances.service.js';
@@ -131,6 +132,18 @@ export class EscalationLink {
     this.pendingCheckpoint = { state: JSON.parse(this.serialise(state)) };
   }
 
+  /**
+   * Fences the inline run out for good (the call is queued for another run): from now on its checkpoints are
+   * refused, and the last one it saved is returned, to be written with the queued row.
+   */
+  close(): { state: unknown } | undefined {
+    this.saver = () =>
+      Promise.reject(
+        new CheckpointError('The checkpoint was not saved: this run was given up and the task queued'),
+      );
+    return this.takePendingCheckpoint();
+  }
+
   /** The checkpoint kept while inline, to be written on the task (once). */
   takePendingCheckpoint(): { state: unknown } | undefined {
     const p = this.pendingCheckpoint;
@@ -152,6 +165,16 @@ export class EscalationLink {
     if (this.pending) reporter(this.pending);
     this.pending = null;
   }
+}
+
+/** Where a new task goes, and what an inline run queued in its place leaves it (see runInlineThenTask). */
+interface NewTaskPlacement {
+  placement?: TaskPlacement;
+  id?: string;
+  /** The checkpoint (stored JSON) the given-up inline run saved. */
+  checkpoint?: string | null;
+  /** Its first attempt's number. */
+  attempt?: number;
 }
 
 /** TasksService.grantTtl against the given limits (TasksConfig). */
@@ -259,10 +282,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
    * `createAndStart`, which also decides by the free slots. Placed `queue` (always on INSTANCE_ROLE=web) it
    * waits, `working` with QUEUED_MESSAGE, for a claimer.
    */
-  async create(
-    input: CreateTaskInput,
-    opts: { placement?: TaskPlacement; id?: string } = {},
-  ): Promise<TaskSnapshot> {
+  async create(input: CreateTaskInput, opts: NewTaskPlacement = {}): Promise<TaskSnapshot> {
     const task = await this.creations.insertWithLimits(this.newTask(input, opts), this.creationLimits());
     this.metrics.taskCreated(task.toolName, input.mode ?? 'immediate');
     return task;
@@ -303,7 +323,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
   }
 
   /** The row a creation inserts: leased to this instance (`here`) or queued. */
-  private newTask(input: CreateTaskInput, opts: { placement?: TaskPlacement; id?: string }): NewTask {
+  private newTask(input: CreateTaskInput, opts: NewTaskPlacement): NewTask {
     if (!input.ownerId || !input.toolName) {
       throw new TaskError(TaskErrorCode.INVALID_ARGUMENT, 'ownerId and toolName are required');
     }
@@ -325,6 +345,8 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
       traceContext: captureTraceContext(),
       resumable: input.resumable ?? false,
       maxAttempts: input.maxAttempts ?? 1,
+      checkpoint: opts.checkpoint ?? null,
+      attempt: opts.attempt ?? 1,
     };
   }
 
@@ -537,9 +559,23 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     // A first attempt that failed has ended: all that is left of it is the re-queue for its retry (one
     // write, no work), so it is leased here even without a free slot, and the backoff is kept.
     const here = reserved || first.kind === 'threw';
+    // Queued, the inline run is given up: it is fenced out before the row exists (a re-run may claim it at
+    // commit), and the last checkpoint it saved is written with the row, which the re-run resumes from as
+    // attempt 2 (the inline run was attempt 1; giving it up for want of a slot is not a failure).
+    const given = here ? undefined : link.close();
     let task: TaskSnapshot;
     try {
-      task = await this.create({ ...input, mode: 'escalated' }, { id, placement: here ? 'here' : 'queue' });
+      task = await this.create(
+        { ...input, mode: 'escalated' },
+        here
+          ? { id, placement: 'here' }
+          : {
+              id,
+              placement: 'queue',
+              attempt: 2,
+              checkpoint: given ? JSON.stringify(given.state) : null,
+            },
+      );
     } catch (err) {
       if (reserved) this.claimer.release(id);
       controller.abort(new Error('task creation refused'));
