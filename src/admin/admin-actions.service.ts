@@ -6,7 +6,7 @@ import { QuotasConfig } from '../quotas/quotas.config.js';
 import { SessionsService } from '../sessions/sessions.service.js';
 import { isLive, isTerminal } from '../tasks/task-state.js';
 import { redriveOf } from '../tasks/task-redrive.js';
-import { TaskCreationRepository } from '../tasks/task-creation.repository.js';
+import { TaskCreationRepository, type NewTask } from '../tasks/task-creation.repository.js';
 import { TasksAdminRepository } from '../tasks/tasks-admin.repository.js';
 import { TasksConfig } from '../tasks/tasks.config.js';
 import { TaskError, TaskErrorCode } from '../tasks/tasks.errors.js';
@@ -15,11 +15,23 @@ import { TasksService } from '../tasks/tasks.service.js';
 
 /** What an action did, as the flash message after the redirect names it (flash codes, see admin-flash.ts). */
 export type ActionOutcome =
-  | { done: 'cancelled' | 'already-finished' | 'busy' | 'not-finished' | 'limit' | 'ended' | 'already-ended' }
+  | {
+      done:
+        | 'cancelled'
+        | 'already-finished'
+        | 'busy'
+        | 'not-finished'
+        | 'limit'
+        | 'ended'
+        | 'already-ended'
+        | 'stale-form';
+    }
   | { done: 'redriven'; newTaskId: string }
   | { done: 'not-found' };
 
 const CANCEL_MESSAGE = 'Cancelled by an operator';
+/** The Idempotency-Key of a console redrive: the prefix, then the submission id its form carried. */
+const REDRIVE_KEY_PREFIX = 'console-redrive:';
 
 /**
  * The console's actions, through the services the server (and the CLI) use, under the operator as actor
@@ -56,21 +68,40 @@ export class AdminActions {
     return { done: 'cancelled' };
   }
 
-  async redriveTask(operator: Principal, id: string): Promise<ActionOutcome> {
+  /**
+   * Redrives a finished task once per submitted form: `submission` (rendered into the form) becomes the new
+   * task's Idempotency-Key under the owner, so a second POST of the same form (a double click, two tabs, a
+   * resent request, on any instance) finds the task the first one created instead of creating another; the
+   * database's unique key decides between concurrent ones.
+   */
+  async redriveTask(operator: Principal, id: string, submission: string): Promise<ActionOutcome> {
     const old = await this.tasksAdmin.findById(id);
     if (!old) return { done: 'not-found' };
     if (!isTerminal(old.status)) return { done: 'not-finished' };
+    const task: NewTask = {
+      ...redriveOf(old, this.tasksConfig.TASK_LEASE_MS),
+      idempotencyKey: `${REDRIVE_KEY_PREFIX}${submission}`,
+      requestHash: `redrive of ${old.id}`,
+    };
     try {
-      const task = await asActor(operatorOf(operator), () =>
-        this.creations.insertWithLimits(redriveOf(old, this.tasksConfig.TASK_LEASE_MS), {
+      const {
+        created,
+        task: made,
+        requestHash,
+      } = await asActor(operatorOf(operator), () =>
+        this.creations.insertKeyed(task, {
           maxPerOwner: this.tasksConfig.TASK_MAX_PER_OWNER,
           maxTotal: this.tasksConfig.TASK_MAX_TOTAL,
           maxRetainedPerOwner: this.quotasConfig.QUOTA_RETAINED_TASKS_PER_OWNER,
         }),
       );
-      this.metrics.taskCreated(task.toolName, 'redriven');
-      this.logger.log(`task ${id} redriven as ${task.id} by operator ${operator.id}`);
-      return { done: 'redriven', newTaskId: task.id };
+      // The same submission id posted for another task: not a form this console rendered for it.
+      if (requestHash !== task.requestHash) return { done: 'stale-form' };
+      if (created) {
+        this.metrics.taskCreated(made.toolName, 'redriven');
+        this.logger.log(`task ${id} redriven as ${made.id} by operator ${operator.id}`);
+      }
+      return { done: 'redriven', newTaskId: made.id };
     } catch (err) {
       return this.outcomeOf(err);
     }

@@ -11,6 +11,7 @@ const FLASH = {
   limit: { tone: 'warn', text: 'A task creation limit refused the redrive (the server log names it).' },
   ended: { tone: 'ok', text: 'Session ended: its next request gets 404 on every instance.' },
   'already-ended': { tone: 'warn', text: 'The session had already ended.' },
+  'stale-form': { tone: 'warn', text: 'That form was already used for another task: nothing was done.' },
 } as const;
 export type FlashCode = keyof typeof FLASH;
 

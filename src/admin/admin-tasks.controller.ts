@@ -1,4 +1,6 @@
+import { randomBytes } from 'node:crypto';
 import {
+  BadRequestException,
   Controller,
   Get,
   NotFoundException,
@@ -30,6 +32,8 @@ const TASK_PAGE_SIZE = CONSOLE_LIMITS.pageSize;
 const COUNT_BOUND = CONSOLE_LIMITS.countBound;
 const TIMELINE_LIMIT = CONSOLE_LIMITS.timeline;
 const CHECKPOINT_PREVIEW_CHARS = CONSOLE_LIMITS.checkpointPreviewChars;
+/** A redrive form's submission id as the task page renders it (16 random bytes, base64url). */
+const SUBMISSION = /^[A-Za-z0-9_-]{22}$/;
 
 /** The tasks pages of the console: the list across every owner, a task's page, cancel and redrive. */
 @Controller('admin')
@@ -103,6 +107,9 @@ export class AdminTasksController {
       operator: operatorLabel(operator),
       flash: flashOf(flash),
       csrf: this.csrf.tokenFor(operator.id),
+      // Names this rendering of the redrive form: posting it twice (a double click, a resent request)
+      // redrives once (AdminActions.redriveTask).
+      submission: randomBytes(16).toString('base64url'),
       task,
       live: isLive(task.status),
       finished: isTerminal(task.status),
@@ -127,7 +134,13 @@ export class AdminTasksController {
   @Post('tasks/:id/redrive')
   async redrive(@Req() req: Request, @Param('id') id: string, @Res() res: Response): Promise<void> {
     if (!isWellFormedTaskId(id)) throw new NotFoundException('No such task.');
-    this.redirect(res, id, await this.actions.redriveTask(operatorOf(req), id));
+    const submission = (req.body as Record<string, unknown> | undefined)?.submission;
+    if (typeof submission !== 'string' || !SUBMISSION.test(submission)) {
+      throw new BadRequestException(
+        'This form has no valid submission id: reload the task page and submit again.',
+      );
+    }
+    this.redirect(res, id, await this.actions.redriveTask(operatorOf(req), id, submission));
   }
 
   /** Post/Redirect/Get: a reload of the page the action lands on never repeats the action. */

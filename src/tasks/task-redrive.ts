@@ -11,7 +11,8 @@ import type { Task } from './task.entity.js';
  * by `redriven_from`. It is inserted queued (no instance): whichever server's claimer has room runs it,
  * as the owner (the stored principal). Its ttl is the old task's granted ttl, counted from now; its trace
  * context is the redriving process's own (none when untraced), never the old task's; it has no
- * Idempotency-Key (the old task keeps its key for as long as it exists).
+ * Idempotency-Key of its own (the old task keeps its key for as long as it exists): the console adds one per
+ * submitted form (AdminActions.redriveTask).
  */
 export function redriveOf(old: Task, leaseMs: number): NewTask {
   if (!isTerminal(old.status))

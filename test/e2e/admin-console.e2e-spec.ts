@@ -35,6 +35,13 @@ function consoleRoutes(taskId: string, sessionId: string): [method: 'get' | 'pos
   ];
 }
 
+/** The submission id the page's redrive form carries (one per rendering of the page). */
+function submissionOf(html: string): string {
+  const m = /name="submission" value="([^"]+)"/.exec(html);
+  if (!m) throw new Error('no submission field on the page');
+  return m[1];
+}
+
 function csrfOf(html: string): string {
   const m = /name="_csrf" value="([^"]+)"/.exec(html);
   if (!m) throw new Error('no CSRF field on the page');
@@ -81,14 +88,19 @@ describe('the /admin console over HTTP (real AppModule, SSO proxy and API keys)'
     });
 
   /** A console POST as a browser on the console's own page sends it. */
-  const post = (path: string, token: string, headers: Record<string, string> = ADMIN) =>
+  const post = (
+    path: string,
+    token: string,
+    headers: Record<string, string> = ADMIN,
+    fields: Record<string, string> = {},
+  ) =>
     http()
       .post(path)
       .set(headers)
       .set('origin', `http://${host}`)
       .set('sec-fetch-site', 'same-origin')
       .type('form')
-      .send({ _csrf: token });
+      .send({ _csrf: token, ...fields });
 
   beforeAll(async () => {
     db = await createTestDatabase('admin_console');
@@ -318,6 +330,10 @@ describe('the /admin console over HTTP (real AppModule, SSO proxy and API keys)'
       const owner = freshUser('owner');
       const client = await LegacyClient.open(mcpUrl, {}, asUser(owner));
       const task = await client.createTask('slow_compute', { seconds: 30, label: 'console' });
+      const redrivenTasks = (id: string): Promise<number> =>
+        withClient(db.url, async (c) =>
+          Number((await c.query('SELECT count(*) AS n FROM task WHERE redriven_from = $1', [id])).rows[0].n),
+        );
       const redrivenCount = (): Promise<number> =>
         metricValue(app, 'mcp_tasks_created_total', { tool: 'slow_compute', mode: 'redriven' });
       // An audit row whose detail carries markup: shown as text, never as HTML.
@@ -353,10 +369,23 @@ describe('the /admin console over HTTP (real AppModule, SSO proxy and API keys)'
       expect(again.headers.location).toBe(`/admin/tasks/${task.taskId}?flash=already-finished`);
 
       const createdBefore = await redrivenCount();
-      const redriven = await post(`/admin/tasks/${task.taskId}/redrive`, csrfOf(after.text));
+      const form = { submission: submissionOf(after.text) };
+      // A double submit of the form (two POSTs at once with the page's token and submission id) redrives
+      // once: both land on the one new task.
+      const [redriven, twice] = await Promise.all([
+        post(`/admin/tasks/${task.taskId}/redrive`, csrfOf(after.text), ADMIN, form),
+        post(`/admin/tasks/${task.taskId}/redrive`, csrfOf(after.text), ADMIN, form),
+      ]);
       expect(redriven.status).toBe(303);
+      expect(twice.status).toBe(303);
+      expect(twice.headers.location).toBe(redriven.headers.location);
+      expect(await redrivenTasks(task.taskId)).toBe(1);
       // The redrive is a task created on this server: counted as one, in the mode that says how it came.
       expect(await redrivenCount()).toBe(createdBefore + 1);
+      // A form without its submission id is refused, and does nothing.
+      const bare = await post(`/admin/tasks/${task.taskId}/redrive`, csrfOf(after.text));
+      expect(bare.status).toBe(400);
+      expect(await redrivenTasks(task.taskId)).toBe(1);
       const newId = /^\/admin\/tasks\/([^?]+)\?flash=redriven$/.exec(redriven.headers.location)?.[1];
       expect(newId).toBeDefined();
       expect(newId).not.toBe(task.taskId);

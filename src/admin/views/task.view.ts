@@ -11,6 +11,7 @@ export const TASK_VIEW = `{{#> layout title=task.id nav="tasks"}}
   {{#if finished}}
   <form method="post" action="/admin/tasks/{{task.id}}/redrive">
     <input type="hidden" name="_csrf" value="{{csrf}}">
+    <input type="hidden" name="submission" value="{{submission}}">
     <button type="submit">Redrive (run again as a new task)</button>
   </form>
   {{/if}}
