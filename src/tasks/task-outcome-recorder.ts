@@ -200,17 +200,9 @@ export class TaskOutcomeRecorder {
     failure: RetryableFailure,
     failures: number,
   ): Promise<void> {
-    const delayMs = backoffMs(failure.backoff, failures);
-    const statusMessage = retryStatusMessage(
-      entry.attempt,
-      failures,
-      entry.maxAttempts,
-      failure.lastError.message,
-      delayMs,
-    );
-    const r = await this.writeWithRetry(entry, 'requeue', () =>
-      this.repo.requeue(entry.fence, { delayMs, failed: true, lastError: failure.lastError, statusMessage }),
-    );
+    const retry = retryWrite(entry, failure, failures);
+    const delayMs = retry.delayMs;
+    const r = await this.writeWithRetry(entry, 'requeue', () => this.repo.requeue(entry.fence, retry));
     if (r === null || 'unstorable' in r) {
       entry.span.setStatus({ code: SpanStatusCode.ERROR, message: 'the retry could not be scheduled' });
       return;
@@ -235,22 +227,10 @@ export class TaskOutcomeRecorder {
    * the queued attempt it made is charged the failure instead (TaskWorkerRepository.chargeHandedOver).
    */
   private async chargeHandedOver(entry: RunningTask, failure: RetryableFailure): Promise<void> {
-    const failures = entry.failedAttempts + 1;
-    const delayMs = backoffMs(failure.backoff, failures);
-    const statusMessage = retryStatusMessage(
-      entry.attempt,
-      failures,
-      entry.maxAttempts,
-      failure.lastError.message,
-      delayMs,
-    );
+    const retry = retryWrite(entry, failure, entry.failedAttempts + 1);
+    const delayMs = retry.delayMs;
     const r = await this.writeWithRetry(entry, 'requeue', () =>
-      this.repo.chargeHandedOver(entry.fence, {
-        delayMs,
-        failed: true,
-        lastError: failure.lastError,
-        statusMessage,
-      }),
+      this.repo.chargeHandedOver(entry.fence, retry),
     );
     if (r === null || 'unstorable' in r || !r.applied) {
       entry.span.addEvent('task.stale_write_dropped', { 'mcp.task.outcome': 'requeue' });
@@ -369,4 +349,17 @@ function traceOutcome(
     span.setAttribute('error.type', 'tool_error');
     span.setStatus({ code: SpanStatusCode.ERROR, message: 'tool returned isError' });
   }
+}
+
+/** The requeue of a failed attempt, the `failures`-th: its backoff, and the statusMessage that says so. */
+function retryWrite(entry: RunningTask, failure: RetryableFailure, failures: number) {
+  const delayMs = backoffMs(failure.backoff, failures);
+  const statusMessage = retryStatusMessage(
+    entry.attempt,
+    failures,
+    entry.maxAttempts,
+    failure.lastError.message,
+    delayMs,
+  );
+  return { delayMs, failed: true as const, lastError: failure.lastError, statusMessage };
 }
