@@ -14,6 +14,7 @@ import {
   figure,
   legacyCall,
   pollUntil,
+  readiness,
   ReadinessProbe,
   startInstances,
   stopAll,
@@ -314,11 +315,7 @@ describe('chaos: the address leads to a read-only standby, then a clean failover
     const backAt = Date.now();
     address!.moveTo(primaryPort);
     const readyAgain = await pollUntil(
-      () =>
-        fetch(`${server.baseUrl}/health/ready`).then(
-          (r) => r.status,
-          () => 0,
-        ),
+      () => readiness(server),
       (s) => s === 200,
       20000,
     );
@@ -333,11 +330,7 @@ describe('chaos: the address leads to a read-only standby, then a clean failover
     address!.moveTo(standbyPort);
     const promotedAt = Date.now();
     const readyAfterFailover = await pollUntil(
-      () =>
-        fetch(`${server.baseUrl}/health/ready`).then(
-          (r) => r.status,
-          () => 0,
-        ),
+      () => readiness(server),
       (s) => s === 200,
       20000,
     );
