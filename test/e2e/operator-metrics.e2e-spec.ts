@@ -221,6 +221,9 @@ describe('operator metrics on /metrics (real HTTP, real PostgreSQL)', () => {
     expect(sample(due, 'mcp_janitor_lag_seconds', { step: 'delete' })).toBeGreaterThan(0);
 
     const sweepStarted = Date.now();
+    // runOnce joins a scheduled sweep already under way, which may have read before both tasks were due;
+    // the second call is a sweep that began after they were.
+    await app.get(JanitorService).runOnce();
     await app.get(JanitorService).runOnce();
     const swept = await scrape();
     // Both tasks were due before the sweep and are gone after it.
