@@ -17,6 +17,11 @@ export interface CommitGroupOptions<E, R> {
    * out what an earlier attempt landed (its own ids, its own outcome) and answers with that.
    */
   runOne: (entry: E) => Promise<R>;
+  /**
+   * Called once per batch as it leaves the queue, before it runs (group or alone): decisions that must be
+   * as late as the write itself (where a created task runs). Must not throw.
+   */
+  prepare?: (entries: E[]) => void;
   /** Told each group's size once it has run (a metric). */
   onGroup?: (size: number, fellBack: boolean) => void;
 }
@@ -68,6 +73,7 @@ export class CommitGroupQueue<E, R> {
   private drain(): void {
     while (this.inFlight < this.options.maxInFlight && this.waiting.length > 0) {
       const batch = this.waiting.splice(0, Math.max(1, this.options.maxGroup));
+      this.options.prepare?.(batch.map((w) => w.entry));
       this.inFlight++;
       void this.run(batch).finally(() => {
         this.inFlight--;

@@ -33,7 +33,8 @@ const MAX_CLAIMS_PER_WAKE = 64;
  * Claims queued task work for this instance and runs it, within TASK_WORKER_CONCURRENCY slots.
  *
  * - Slots: a run of this instance (TaskRunnerService: started, claimed, or adopted after a 2026-07-28
- *   call's inline window ran out) holds one until its outcome is written. A call still inside its inline
+ *   call's inline window ran out) holds one until its work returns (TaskRunnerService.slotsHeld: while its
+ *   outcome is written the slot is free, up to as many such writes as slots). A call still inside its inline
  *   window holds none. A creation that decided to lease its task to this instance holds one from the
  *   decision (tryReserve) until its run starts, so concurrent creations cannot all take the last slot.
  * - Wakes: a TASK_QUEUE_CHANNEL notice (at once when due, else one timer for the earliest future
@@ -140,7 +141,7 @@ export class TaskClaimer
       // round trip and queue the creations arriving meanwhile, even when nothing waits).
       this.bus.onResync(() => void this.armFromQueue(true)),
       this.runner.onRunStarted((taskId) => this.reserved.delete(taskId)),
-      this.runner.onRunSettled(() => {
+      this.runner.onSlotFreed(() => {
         if (this.backlog) this.wake();
       }),
       this.lifecycle.onDrainAnnounced(() => this.clearTimer()),
@@ -193,7 +194,7 @@ export class TaskClaimer
     for (const [id, at] of this.reserved) {
       if (now - at > RESERVATION_MS) this.reserved.delete(id);
     }
-    return this.runner.runCount + this.reserved.size + this.claimingSlots;
+    return this.runner.slotsHeld + this.reserved.size + this.claimingSlots;
   }
 
   private async claimLoop(): Promise<void> {

@@ -167,6 +167,8 @@ interface Creation {
   audit: AuditContext;
   /** Set when the task's work has ended already (insertFinished): the final state it is created in. */
   finished?: FinishedWrite;
+  /** Decides where the task runs as its write is sent (see insertWithLimits); run once. */
+  place?: (task: NewTask) => void;
 }
 
 /** A committed creation, with the database's reading of how long its ttl has left (for caching it). */
@@ -200,6 +202,12 @@ export class TaskCreationRepository {
       maxInFlight: 1,
       runGroup: (entries) => this.insertGroup(entries),
       runOne: (c) => inAuditContext(c.audit, () => this.insertAlone(c)),
+      prepare: (entries) => {
+        for (const c of entries) {
+          c.place?.(c.task);
+          c.place = undefined;
+        }
+      },
       onGroup: (size, fellBack) => this.groupListeners.forEach((l) => l('create', size, fellBack)),
     });
   }
@@ -213,9 +221,16 @@ export class TaskCreationRepository {
    * Inserts a task unless a creation limit is reached: N parallel creates against a limit of L leave
    * exactly min(N, L) live tasks, and each refused one gets its limit's error. Creations arriving together
    * are committed as a group (insertGroup); a group that cannot take them all runs each one alone.
+   * `place`, when given, is called with the row just before it is sent (not when the creation starts
+   * waiting for its group), and may lease it to an instance: a worker slot reserved for the task is then
+   * held for the write's own round trips only, not while earlier groups commit.
    */
-  async insertWithLimits(t: NewTask, limits: CreationLimits): Promise<TaskSnapshot> {
-    return (await this.creations.submit({ task: t, limits, audit: captureAuditContext() })).task;
+  async insertWithLimits(
+    t: NewTask,
+    limits: CreationLimits,
+    place?: (task: NewTask) => void,
+  ): Promise<TaskSnapshot> {
+    return (await this.creations.submit({ task: t, limits, audit: captureAuditContext(), place })).task;
   }
 
   /**

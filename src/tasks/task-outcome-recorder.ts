@@ -94,7 +94,7 @@ export class TaskOutcomeRecorder {
     entry: RunningTask,
     settled: { ok: true; outcome: TaskOutcome } | { ok: false; error: unknown },
   ): Promise<void> {
-    entry.settled = true;
+    entry.settled = true; // set by the runner already; a direct caller gets the same
     // Whether the run failed on its own, before anything aborted it (a hand-over aborts it once written).
     const failedUnaborted = !settled.ok && !entry.controller.signal.aborted;
     await entry.progress.stop();

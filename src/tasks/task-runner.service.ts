@@ -84,7 +84,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
   private offBus: (() => void) | undefined;
   private offResync: (() => void) | undefined;
   private readonly startedListeners = new Set<(taskId: string) => void>();
-  private readonly settledListeners = new Set<() => void>();
+  private readonly slotListeners = new Set<() => void>();
 
   constructor(
     private readonly repo: TaskWorkerRepository,
@@ -121,12 +121,27 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     return this.instances.instanceId;
   }
 
-  /**
-   * Runs of this instance, each holding one of its TASK_WORKER_CONCURRENCY slots (TaskClaimer): started,
-   * claimed or adopted, until their outcome is written (or they are found lost).
-   */
+  /** Runs of this instance (started, claimed or adopted) until their outcome is written or they are lost. */
   get runCount(): number {
     return this.running.size;
+  }
+
+  /**
+   * The TASK_WORKER_CONCURRENCY slots (TaskClaimer) these runs hold: one per run whose work has not returned.
+   * A run whose work has returned gives its slot back while its outcome is written, so the next queued task
+   * starts at once instead of after the write's commit (under load the write takes longer than a short
+   * tool's work, and held slots queued most short tasks). Writes pending beyond as many as there are slots
+   * hold one each again: a database that cannot keep up stops the claims rather than letting finished runs
+   * pile up in memory.
+   */
+  get slotsHeld(): number {
+    let working = 0;
+    let writing = 0;
+    for (const entry of this.running.values()) {
+      if (entry.settled) writing++;
+      else working++;
+    }
+    return working + Math.max(0, writing - this.config.TASK_WORKER_CONCURRENCY);
   }
 
   /** Calls `listener(taskId)` whenever a run of this instance is registered (it holds a slot from then on). */
@@ -135,10 +150,10 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     return () => this.startedListeners.delete(listener);
   }
 
-  /** Calls `listener()` whenever a run of this instance gives its slot back. */
-  onRunSettled(listener: () => void): () => void {
-    this.settledListeners.add(listener);
-    return () => this.settledListeners.delete(listener);
+  /** Calls `listener()` whenever a run of this instance may have given its slot back (see slotsHeld). */
+  onSlotFreed(listener: () => void): () => void {
+    this.slotListeners.add(listener);
+    return () => this.slotListeners.delete(listener);
   }
 
   /** Ids of the tasks with a worker on this instance. */
@@ -473,22 +488,28 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     if (this.handingOver && entry.resumable) void this.handOver(entry);
     entry.done = outcome
       .then(
-        (o) => this.recorder.record(entry, { ok: true, outcome: o }),
-        (err: unknown) => this.recorder.record(entry, { ok: false, error: err }),
+        (o) => ({ ok: true as const, outcome: o }),
+        (err: unknown) => ({ ok: false as const, error: err }),
       )
+      .then((settled) => {
+        // The work has returned: its slot is free from here (slotsHeld) while the outcome is written.
+        entry.settled = true;
+        this.slotFreed();
+        return this.recorder.record(entry, settled);
+      })
       .catch((err: unknown) => {
         this.logger.error(`recording the outcome of task ${task.id} failed: ${errorMessage(err)}`);
       })
       .finally(() => {
         entry.span.end();
         if (this.running.get(task.id) === entry) this.running.delete(task.id);
-        this.runSettled();
+        this.slotFreed();
       });
     return { entry, report };
   }
 
-  private runSettled(): void {
-    for (const listener of this.settledListeners) listener();
+  private slotFreed(): void {
+    for (const listener of this.slotListeners) listener();
   }
 
   private onChange(payload: Record<string, unknown>): void {
@@ -530,7 +551,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
         if (entry.settled) continue; // its write, if still retrying, stops; the fence would refuse it
         this.abortRun(entry, 'task no longer held by this run');
         if (this.running.get(entry.fence.taskId) === entry) this.running.delete(entry.fence.taskId);
-        this.runSettled();
+        this.slotFreed();
       }
     } catch (err) {
       this.instances.noteDbError();

@@ -50,10 +50,11 @@ export class TasksConfig {
   TASK_INLINE_WINDOW_MS = 100;
 
   @Env(
-    'task runs one instance holds at once (see operations.md, The queue): a task created while they are all ' +
+    'task work one instance runs at once (see operations.md, The queue): a task created while every slot is ' +
       'busy waits `working` and queued for any instance with a free slot. A run started by this instance, ' +
-      'claimed from the queue or adopted when a 2026-07-28 call outlasts its inline window holds a slot; a ' +
-      'call still inside its inline window does not',
+      'claimed from the queue or adopted when a 2026-07-28 call outlasts its inline window holds a slot until ' +
+      'its work returns (outcome writes pending beyond this many hold one too); a call still inside its ' +
+      'inline window holds none',
   )
   @IntEnv(1, 100000)
   TASK_WORKER_CONCURRENCY = 16;

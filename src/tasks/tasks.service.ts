@@ -329,6 +329,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     }
     const here = (opts.placement ?? (this.claimer.runsWork ? 'here' : 'queue')) === 'here';
     return {
+      ...this.placementOf(input, here),
       id: opts.id ?? newTaskId(),
       ownerId: input.ownerId,
       sessionId: input.sessionId ?? null,
@@ -337,9 +338,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
       ttlMs: this.grantTtl(input.requestedTtlMs, input.maxRunMs),
       pollIntervalMs: this.config.TASK_POLL_INTERVAL_MS,
       requestParams: input.requestParams ?? {},
-      instanceId: here ? this.instances.instanceId : null,
       leaseMs: this.config.TASK_LEASE_MS,
-      statusMessage: here ? (input.statusMessage ?? null) : QUEUED_MESSAGE,
       principal: input.principal ?? null,
       // The request's span (tools/call …) becomes the task's trace: later work links back to it.
       traceContext: captureTraceContext(),
@@ -348,6 +347,13 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
       checkpoint: opts.checkpoint ?? null,
       attempt: opts.attempt ?? 1,
     };
+  }
+
+  /** A new row's lease: to this instance (`here`), or none and the queued statusMessage. */
+  private placementOf(input: CreateTaskInput, here: boolean): Pick<NewTask, 'instanceId' | 'statusMessage'> {
+    return here
+      ? { instanceId: this.instances.instanceId, statusMessage: input.statusMessage ?? null }
+      : { instanceId: null, statusMessage: QUEUED_MESSAGE };
   }
 
   private creationLimits(): CreationLimits {
@@ -467,7 +473,27 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
     input: CreateTaskInput,
     beforeStart?: (task: TaskSnapshot) => void,
   ): Promise<TaskSnapshot> {
-    const { here, value: task } = await this.placed((placement) => this.create(input, placement));
+    const row = this.newTask(input, { placement: 'queue' });
+    let here = false;
+    // Decided as the row is sent, not as it starts waiting for its commit group: under load a creation
+    // waits about a group's commit for its turn, and a slot reserved meanwhile ran no work (with the
+    // default 16 slots, the reservations of creations in line queued most of a burst of short tasks).
+    const place = (t: NewTask): void => {
+      here = this.claimer.tryReserve(t.id);
+      if (here) Object.assign(t, this.placementOf(input, true));
+    };
+    let task: TaskSnapshot;
+    try {
+      task = await this.creations.insertWithLimits(row, this.creationLimits(), place);
+    } catch (err) {
+      if (here) {
+        this.claimer.release(row.id);
+        // Its COMMIT answer may have been lost with the task leased here: it is run or given back later.
+        this.unresolved.afterFailedCreation(row.id, err, this.claimer);
+      }
+      throw err;
+    }
+    this.metrics.taskCreated(task.toolName, input.mode ?? 'immediate');
     if (here) {
       beforeStart?.(task);
       this.runner.start(task, { principal: input.principal ?? null });
