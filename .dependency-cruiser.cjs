@@ -14,19 +14,41 @@ module.exports = {
     {
       name: 'tasks-core-is-transport-free',
       comment:
-        'The task registry core (tasks/ outside tasks/protocol/) is reached through its services; it never ' +
+        'The task registry core (tasks/ outside tasks/mcp/) is reached through its services; it never ' +
         'imports the HTTP transport (gateway/) or express.',
       severity: 'error',
-      from: { path: '^src/tasks/', pathNot: ['^src/tasks/protocol/', SPEC] },
-      to: { path: ['^src/gateway/', '^src/tasks/protocol/', '(^|/)node_modules/(express|@nestjs/platform-express)/'] },
+      from: { path: '^src/tasks/', pathNot: ['^src/tasks/mcp/', SPEC] },
+      to: { path: ['^src/gateway/', '^src/tasks/mcp/', '(^|/)node_modules/(express|@nestjs/platform-express)/'] },
     },
     {
-      name: 'tasks-protocol-is-transport-free',
+      name: 'task-store-is-private',
       comment:
-        'The tasks protocol reaches the transport only through the SessionStream port (protocol/), which ' +
+        'The task store (tasks/store/) is the only SQL for task rows. The task feature uses it, and so do the ' +
+        'few readers that need rows themselves (janitor, admin console, CLI); every other module goes through ' +
+        'the registry and execution services.',
+      severity: 'error',
+      from: {
+        path: '^src/',
+        pathNot: ['^src/tasks/', '^src/(janitor|admin|cli)/', SPEC],
+      },
+      to: { path: '^src/tasks/store/' },
+    },
+    {
+      name: 'task-mcp-uses-the-store-only-for-outboxes',
+      comment:
+        'The MCP face of tasks (tasks/mcp/) reads and changes tasks through the registry; of the store it may ' +
+        'use only the change publisher, to write an outbox row in the transaction that changes a task.',
+      severity: 'error',
+      from: { path: '^src/tasks/mcp/', pathNot: SPEC },
+      to: { path: '^src/tasks/store/', pathNot: '^src/tasks/store/task-change-publisher\\.ts$' },
+    },
+    {
+      name: 'tasks-mcp-is-transport-free',
+      comment:
+        'The MCP face of tasks reaches the transport only through the SessionStream port (protocol/), which ' +
         'gateway/ provides.',
       severity: 'error',
-      from: { path: '^src/tasks/protocol/', pathNot: SPEC },
+      from: { path: '^src/tasks/mcp/', pathNot: SPEC },
       to: { path: ['^src/gateway/', '(^|/)node_modules/(express|@nestjs/platform-express)/'] },
     },
     {
@@ -36,7 +58,7 @@ module.exports = {
         'the code that implements a tasks/* method.',
       severity: 'error',
       from: { path: '^src/gateway/', pathNot: SPEC },
-      to: { path: '^src/tasks/protocol/' },
+      to: { path: '^src/tasks/mcp/' },
     },
     {
       name: 'tool-modules-use-the-tool-api-only',

@@ -12,7 +12,8 @@ import { NestFactory } from '@nestjs/core';
 import { randomBytes } from 'node:crypto';
 import { AppModule } from '../dist/src/app.module.js';
 import { loadConfig } from '../dist/src/app.config.js';
-import { TasksService } from '../dist/src/tasks/tasks.service.js';
+import { TaskCreationService } from '../dist/src/tasks/execution/task-creation.service.js';
+import { TasksService } from '../dist/src/tasks/registry/tasks.service.js';
 import { admin, summary } from './bench-support.mjs';
 
 const TASKS = Number(process.argv[2] ?? 2000);
@@ -55,6 +56,7 @@ const app = await NestFactory.createApplicationContext(AppModule.forRoot(config,
 await app.init();
 try {
   const tasks = app.get(TasksService);
+  const creation = app.get(TaskCreationService);
 
   const owners = Array.from({ length: CONCURRENCY }, (_, i) => `bench-owner-${i}`);
   const lifecycle = [];
@@ -63,7 +65,7 @@ try {
   await pool(TASKS, CONCURRENCY, async (i) => {
     const owner = owners[i % owners.length];
     const s = performance.now();
-    const t = await tasks.createAndStart({
+    const { task: t } = await creation.create({
       ownerId: owner,
       era: 'legacy',
       toolName: 'bench',

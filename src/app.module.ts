@@ -20,9 +20,9 @@ import { ToolDispatchModule } from './tool-dispatch/tool-dispatch.module.js';
 import { toolModules } from './tools/tool-modules.js';
 import { TasksModule } from './tasks/tasks.module.js';
 import { SCHEMA } from './schema.js';
-import { TaskWorkModule } from './tasks/protocol/task-work.module.js';
-import { TasksProtocolModule } from './tasks/protocol/tasks-protocol.module.js';
-import type { TaskWork } from './tasks/task-work.js';
+import { TaskWorkModule } from './tasks/mcp/task-work.module.js';
+import { TasksMcpModule } from './tasks/mcp/tasks-mcp.module.js';
+import type { TaskWork } from './tasks/execution/task-work.port.js';
 
 /** What a test may change in the composition root. */
 export interface AppModuleOptions {
@@ -55,7 +55,7 @@ export class AppModule {
         GatewayModule,
         TaskWorkModule.forRoot(options.taskWork),
         TasksModule,
-        TasksProtocolModule,
+        TasksMcpModule,
         JanitorModule,
         AdminModule.forRoot(config),
       ],

@@ -96,7 +96,7 @@ export function configureApp(app: INestApplication): void {
   // moment (nginx opens one per request while this instance answers `Connection: close`) may bring its
   // request after the drain began. It was sent while the instance listened, and nginx does not retry a POST
   // it has sent: that first request is served. Requests on connections accepted later, or kept from an
-  // earlier request, are refused by the drain as before.
+  // earlier request, are refused by the drain.
   const admitted = new WeakSet<Socket>();
   (app.getHttpServer() as Server).on('connection', (socket: Socket) => {
     if (!lifecycle.draining) admitted.add(socket);

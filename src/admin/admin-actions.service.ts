@@ -5,13 +5,13 @@ import type { Principal } from '../principals/principal.js';
 import { QuotasConfig } from '../quotas/quotas.config.js';
 import { SessionsService } from '../sessions/sessions.service.js';
 import { isLive, isTerminal } from '../tasks/task-state.js';
-import { redriveOf } from '../tasks/task-redrive.js';
-import { TaskCreationRepository, type NewTask } from '../tasks/task-creation.repository.js';
-import { TasksAdminRepository } from '../tasks/tasks-admin.repository.js';
+import { redriveOf } from '../tasks/execution/task-redrive.js';
+import { TaskCreationRepository, type NewTask } from '../tasks/store/task-creation.repository.js';
+import { TasksAdminRepository } from '../tasks/store/tasks-admin.repository.js';
 import { TasksConfig } from '../tasks/tasks.config.js';
 import { TaskError, TaskErrorCode } from '../tasks/tasks.errors.js';
 import { TaskMetrics } from '../tasks/task-metrics.service.js';
-import { TasksService } from '../tasks/tasks.service.js';
+import { TasksService } from '../tasks/registry/tasks.service.js';
 
 /** What an action did, as the flash message after the redirect names it (flash codes, see admin-flash.ts). */
 export type ActionOutcome =

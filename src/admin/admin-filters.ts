@@ -1,6 +1,6 @@
 import { BadRequestException } from '@nestjs/common';
 import { TASK_STATUSES, type TaskStatus } from '../tasks/task-state.js';
-import type { ConsoleTaskFilter, ConsoleTaskPosition } from '../tasks/tasks-admin.repository.js';
+import type { ConsoleTaskFilter, ConsoleTaskPosition } from '../tasks/store/tasks-admin.repository.js';
 import type { ConsoleSessionPosition } from '../sessions/sessions-admin.repository.js';
 
 /*

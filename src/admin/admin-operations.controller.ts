@@ -19,7 +19,7 @@ import { JanitorConfig } from '../janitor/janitor.config.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { QuotasConfig } from '../quotas/quotas.config.js';
 import { SessionsAdminRepository } from '../sessions/sessions-admin.repository.js';
-import { TasksAdminRepository } from '../tasks/tasks-admin.repository.js';
+import { TasksAdminRepository } from '../tasks/store/tasks-admin.repository.js';
 import { TasksConfig } from '../tasks/tasks.config.js';
 import { AdminActions } from './admin-actions.service.js';
 import { AdminCsrf } from './admin-csrf.js';

@@ -17,7 +17,7 @@ import { AuditAdminRepository } from '../audit/audit-admin.repository.js';
 import { AuditTrail } from '../audit/audit-trail.service.js';
 import { TASK_STATUSES, isLive, isTerminal } from '../tasks/task-state.js';
 import { isWellFormedTaskId } from '../tasks/task-ids.js';
-import { TasksAdminRepository } from '../tasks/tasks-admin.repository.js';
+import { TasksAdminRepository } from '../tasks/store/tasks-admin.repository.js';
 import { AdminActions, type ActionOutcome } from './admin-actions.service.js';
 import { AdminCsrf } from './admin-csrf.js';
 import { AdminExceptionFilter } from './admin-exception.filter.js';

@@ -5,7 +5,7 @@ import { InstancesService } from '../instances/instances.service.js';
 import { JanitorService } from '../janitor/janitor.service.js';
 import { requestContext } from '../logging/request-context.js';
 import { principalIdFor } from '../principals/principals.service.js';
-import { TaskCreationRepository } from '../tasks/task-creation.repository.js';
+import { TaskCreationRepository } from '../tasks/store/task-creation.repository.js';
 import { McpTool, type ToolContext } from '../tool-dispatch/index.js';
 import { responseOf, rpc, type RpcAnswer } from '../../test/support/mcp-http.js';
 import { newTaskRow } from '../../test/support/task-registry.js';

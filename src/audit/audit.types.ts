@@ -3,7 +3,7 @@
  * maps them. Adding a kind is backwards compatible; renaming one is not (exports and alert rules use them).
  */
 export const AUDIT_KINDS = [
-  // Tasks (written in the transaction that changes the task row; src/tasks/task-audit-writer.ts). Every task
+  // Tasks (written in the transaction that changes the task row; src/tasks/store/task-audit-writer.ts). Every task
   // row has task_id, tool, era, status (after the change), previous_status and attempt; principal is the
   // operator's for an operator's action (detail.owner then names the owner), else the task owner's.
   'task.created', // detail: argumentBytes, argumentSha256 (canonical JSON), queued, idempotencyKey?, redrivenFrom?, arguments? (opted in)

@@ -1,6 +1,6 @@
 import { InstancesConfig } from '../instances/instances.config.js';
 import { isTerminal, TASK_STATUSES, type TaskStatus } from '../tasks/task-state.js';
-import { redriveOf } from '../tasks/task-redrive.js';
+import { redriveOf } from '../tasks/execution/task-redrive.js';
 import { TasksConfig } from '../tasks/tasks.config.js';
 import type { Task } from '../tasks/task.entity.js';
 import { TaskError, TaskErrorCode } from '../tasks/tasks.errors.js';

@@ -13,7 +13,7 @@ import { InstancesConfig } from '../instances/instances.config.js';
 import { JanitorConfig } from '../janitor/janitor.config.js';
 import { TasksConfig } from '../tasks/tasks.config.js';
 import { QuotasConfig } from '../quotas/quotas.config.js';
-import type { CreationLimits } from '../tasks/creation-limits.js';
+import type { CreationLimits } from '../tasks/store/creation-limits.js';
 import { HealthService } from '../health/health.service.js';
 import { InstancesAdminRepository } from '../instances/instances-admin.repository.js';
 import { InstancesRepository } from '../instances/instances.repository.js';
@@ -31,18 +31,17 @@ import { McpSession } from '../sessions/session.entity.js';
 import { SessionsRepository } from '../sessions/sessions.repository.js';
 import { TaskMetrics } from '../tasks/task-metrics.service.js';
 import { announceSessionEnd } from '../sessions/session-end-announcer.js';
-import { TaskAuditWriter } from '../tasks/task-audit-writer.js';
-import { TaskChangePublisher } from '../tasks/task-change-publisher.js';
-import { TaskCreationRepository } from '../tasks/task-creation.repository.js';
-import { TaskOutcomesRepository } from '../tasks/task-outcomes.repository.js';
-import { TaskRowWriter } from '../tasks/task-row-writer.js';
-import { TaskTransactions } from '../tasks/task-transactions.js';
-import { TaskWorkerRepository } from '../tasks/task-worker.repository.js';
-import { TasksAdminRepository } from '../tasks/tasks-admin.repository.js';
-import { TasksRepository } from '../tasks/tasks.repository.js';
-import { TASK_COUNTED_ELSEWHERE_CHANNEL } from '../tasks/tasks.service.js';
+import { TaskAuditWriter } from '../tasks/store/task-audit-writer.js';
+import { TaskChangePublisher } from '../tasks/store/task-change-publisher.js';
+import { TaskCreationRepository } from '../tasks/store/task-creation.repository.js';
+import { TaskRowWriter } from '../tasks/store/task-row-writer.js';
+import { TaskTransactions } from '../tasks/store/task-transactions.js';
+import { TasksAdminRepository } from '../tasks/store/tasks-admin.repository.js';
+import { TasksRepository } from '../tasks/store/tasks.repository.js';
+import { TASK_COUNTED_ELSEWHERE_CHANNEL } from '../tasks/registry/tasks.service.js';
 import { TelemetryConfig } from '../telemetry/telemetry.config.js';
 import type { CliIo } from './admin-commands.js';
+import { TaskCommitGroups } from '../tasks/store/task-commit-groups.js';
 
 /** The server's own repositories and services, as the admin commands use them. */
 export interface CliServices {
@@ -117,20 +116,9 @@ export function buildCliServices(ds: DataSource, config: LoadedConfig): CliServi
   const tasks = new TasksRepository(ds, transactions, writer, publisher);
   const tasksAdmin = new TasksAdminRepository(ds);
   // The task metrics listen to the commit groups (a throw-away registry here).
-  const creations = new TaskCreationRepository(ds, tasksConfig, transactions, publisher);
-  const taskMetrics = new TaskMetrics(
-    metrics,
-    tasksAdmin,
-    creations,
-    new TaskOutcomesRepository(
-      ds,
-      tasksConfig,
-      databaseConfig,
-      transactions,
-      publisher,
-      new TaskWorkerRepository(transactions, writer, publisher),
-    ),
-  );
+  const commitGroups = new TaskCommitGroups(tasksConfig);
+  const creations = new TaskCreationRepository(ds, tasksConfig, transactions, publisher, commitGroups);
+  const taskMetrics = new TaskMetrics(metrics, tasksAdmin, commitGroups);
   const sessions = new SessionsRepository(ds.getRepository(McpSession), ds, audit);
   return {
     config,

@@ -100,7 +100,7 @@ interface Placeholders {
 
 /**
  * Statement texts are constants, a few dozen of them: each is split once, not scanned with a regular
- * expression on every inlining (which showed in issue 22's lifecycle profile). Bounded all the same, so a
+ * expression on every inlining (a regular expression per statement showed in lifecycle profiles). Bounded all the same, so a
  * caller that built texts dynamically could not grow it without end.
  */
 const placeholderCache = new Map<string, Placeholders>();

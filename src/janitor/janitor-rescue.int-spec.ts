@@ -5,8 +5,8 @@ import { metricValue, sleep, waitFor } from '../../test/support/controlled-execu
 import { PgBusService } from '../bus/pg-bus.service.js';
 import { queuedNotice, TASK_QUEUE_CHANNEL, type QueuedNotice } from '../tasks/task-queue.js';
 import { InstancesService } from '../instances/instances.service.js';
-import { TaskCreationRepository } from '../tasks/task-creation.repository.js';
-import { TasksService } from '../tasks/tasks.service.js';
+import { TaskCreationRepository } from '../tasks/store/task-creation.repository.js';
+import { TasksService } from '../tasks/registry/tasks.service.js';
 import { newTaskRow } from '../../test/support/task-registry.js';
 import { JanitorService } from './janitor.service.js';
 

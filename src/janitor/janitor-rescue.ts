@@ -1,5 +1,5 @@
 import { attemptsExhausted, rescuedMessage, WORKER_LOST_MESSAGE } from '../tasks/task-failures.js';
-import type { RescuePlan } from '../tasks/task-row-writer.js';
+import type { RescuePlan } from '../tasks/store/task-row-writer.js';
 import type { TaskStatus } from '../tasks/task-state.js';
 import type { TaskErrorPayload } from '../tasks/task.types.js';
 
@@ -20,8 +20,7 @@ const LOST: TaskErrorPayload = { code: -32603, message: WORKER_LOST_MESSAGE };
  * The rescue of one task whose worker was lost (a lapsed lease, a stopped or silent instance). A resumable
  * task that is working and has budget left (the lost run counts as failed) is re-queued as its next
  * attempt, to go on from its last checkpoint on whichever instance claims it; one without budget fails
- * naming its attempts and the loss. Everything else fails "worker lost" exactly as before durable
- * execution: a plain task, and a resumable one waiting on legacy input over its worker's stream (the
+ * naming its attempts and the loss. Everything else fails "worker lost": a plain task, and a resumable one waiting on legacy input over its worker's stream (the
  * request it waits on was held by that worker).
  */
 export function planRescue(run: LostRun): RescuePlan {

@@ -5,8 +5,9 @@ import { ControlledExecutor, metricValue, sleep, waitFor } from '../../test/supp
 import { AdvisoryLockKey } from '../database/advisory-locks.js';
 import { InstancesService } from '../instances/instances.service.js';
 import type { TaskChange } from '../tasks/task.types.js';
-import { TasksService, type CreateTaskInput } from '../tasks/tasks.service.js';
-import { TaskClaimer } from '../tasks/task-claimer.service.js';
+import { TasksService } from '../tasks/registry/tasks.service.js';
+import { TaskCreationService, type CreateTaskInput } from '../tasks/execution/task-creation.service.js';
+import { TaskClaimer } from '../tasks/execution/task-claimer.service.js';
 import { JanitorService } from './janitor.service.js';
 
 const ENV = {
@@ -47,7 +48,7 @@ describe('tasks across two instances, leases and the janitor', () => {
     const changes: TaskChange[] = [];
     const off = a.get(TasksService).onTaskChanged((c) => changes.push(c));
     try {
-      const t = await b.get(TasksService).createAndStart(input('w-owner'));
+      const t = (await b.get(TaskCreationService).create(input('w-owner'))).task;
       const run = await execB.run(t.id);
       const waiting = a.get(TasksService).waitForTerminal('w-owner', t.id, { timeoutMs: 20000 });
       await sleep(200);
@@ -70,7 +71,7 @@ describe('tasks across two instances, leases and the janitor', () => {
 
   it('a cancel on A aborts the worker running on B, whose late result is dropped and counted there', async () => {
     const before = await metricValue(b, 'mcp_task_stale_completions_total', { tool: 'slow_tool' });
-    const t = await b.get(TasksService).createAndStart(input('c-owner'));
+    const t = (await b.get(TaskCreationService).create(input('c-owner'))).task;
     const run = await execB.run(t.id);
     await a.get(TasksService).cancel('c-owner', t.id);
     await waitFor(() => run.ctx.signal.aborted, 3000);
@@ -87,7 +88,7 @@ describe('tasks across two instances, leases and the janitor', () => {
   });
 
   it('resumes a parked task on the instance that merged the last answer', async () => {
-    const t = await b.get(TasksService).createAndStart(input('r-owner'));
+    const t = (await b.get(TaskCreationService).create(input('r-owner'))).task;
     (await execB.run(t.id)).park(
       { ok: { method: 'elicitation/create', params: { message: 'OK?' } } },
       { at: 'B' },
@@ -109,10 +110,10 @@ describe('tasks across two instances, leases and the janitor', () => {
   });
 
   it('renews the leases of running tasks, and the janitor fails a task whose lease lapsed', async () => {
-    const running = await a.get(TasksService).createAndStart(input('l-owner'));
+    const running = (await a.get(TaskCreationService).create(input('l-owner'))).task;
     await execA.run(running.id);
     // Created but never started here: nobody renews its lease (as if its process had died).
-    const orphan = await a.get(TasksService).create(input('l-owner'));
+    const orphan = (await a.get(TaskCreationService).create(input('l-owner'), { placement: 'here' })).task;
     await sleep(1800);
     const r = await b.get(JanitorService).runOnce();
     expect(r.result).toBe('ok');
@@ -135,9 +136,9 @@ describe('tasks across two instances, leases and the janitor', () => {
       (await metricValue(a, 'mcp_tasks_finished_total', { status: 'expired' })) +
       (await metricValue(b, 'mcp_tasks_finished_total', { status: 'expired' }));
     const before = await expiredSoFar();
-    const t = await b.get(TasksService).createAndStart(input('e-owner', { requestedTtlMs: 300 }));
+    const t = (await b.get(TaskCreationService).create(input('e-owner', { requestedTtlMs: 300 }))).task;
     const run = await execB.run(t.id);
-    const parked = await b.get(TasksService).createAndStart(input('e-owner', { requestedTtlMs: 300 }));
+    const parked = (await b.get(TaskCreationService).create(input('e-owner', { requestedTtlMs: 300 }))).task;
     (await execB.run(parked.id)).park({ q: { method: 'elicitation/create', params: { message: '?' } } });
     await sleep(450);
     const r = await a.get(JanitorService).runOnce();
@@ -193,7 +194,7 @@ describe('tasks across two instances, leases and the janitor', () => {
 
   it('a starting instance fails the tasks a stopped or silent instance left running', async () => {
     const dead = '00000000-0000-4000-8000-000000000001';
-    const t = await a.get(TasksService).create(input('s-owner'));
+    const t = (await a.get(TaskCreationService).create(input('s-owner'), { placement: 'here' })).task;
     await withClient(db.url, async (c) => {
       await c.query(
         `INSERT INTO service_instance (id, hostname, pid, version, started_at, heartbeat_at)
@@ -225,7 +226,7 @@ describe('tasks across two instances, leases and the janitor', () => {
     // Its first claim of the queue holds its slots while in flight: a task created meanwhile would be queued
     // (and run by A or B). This test is about the shutdown of a run here.
     await waitFor(() => c.get(TaskClaimer).slots().free > 0);
-    const t = await c.get(TasksService).createAndStart(input('d-owner'));
+    const t = (await c.get(TaskCreationService).create(input('d-owner'))).task;
     const run = await execC.run(t.id);
     await c.close();
     expect(run.ctx.signal.aborted).toBe(true);
@@ -242,7 +243,9 @@ describe('tasks across two instances, leases and the janitor', () => {
     const [x, y] = await Promise.all([createTestApp(fresh.url, env), createTestApp(fresh.url, env)]);
     try {
       const results = await Promise.allSettled(
-        Array.from({ length: 60 }, (_, i) => (i % 2 ? x : y).get(TasksService).create(input(`total-${i}`))),
+        Array.from({ length: 60 }, (_, i) =>
+          (i % 2 ? x : y).get(TaskCreationService).create(input(`total-${i}`), { placement: 'here' }),
+        ),
       );
       expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(30);
       const refused = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');

@@ -3,13 +3,13 @@ import { DataSource } from 'typeorm';
 import { AdvisoryLockKey } from '../database/advisory-locks.js';
 import type { SqlTx } from '../database/sql-transaction.js';
 import { EXPIRED } from '../tasks/task-failures.js';
-import { TaskAuditWriter } from '../tasks/task-audit-writer.js';
-import { TaskRowWriter, type SweptTask } from '../tasks/task-row-writer.js';
+import { TaskAuditWriter } from '../tasks/store/task-audit-writer.js';
+import { TaskRowWriter, type SweptTask } from '../tasks/store/task-row-writer.js';
 import { planRescue } from './janitor-rescue.js';
-import { LIVE_SQL, returned, TERMINAL_SQL, toNumber, type Row } from '../tasks/task-sql.js';
+import { LIVE_SQL, returned, TERMINAL_SQL, toNumber, type Row } from '../tasks/store/task-row.mapper.js';
 import type { TaskStatus } from '../tasks/task-state.js';
 import type { StoredTraceContext } from '../telemetry/trace-context.js';
-import { TaskTransactions } from '../tasks/task-transactions.js';
+import { TaskTransactions } from '../tasks/store/task-transactions.js';
 
 export type JanitorStep = 'expire' | 'lease_lapsed' | 'instance_gone' | 'delete';
 

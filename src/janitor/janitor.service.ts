@@ -12,7 +12,7 @@ import { startTaskSpan } from '../telemetry/task-spans.js';
 import { tracer } from '../telemetry/tracer.js';
 import { TaskMetrics } from '../tasks/task-metrics.service.js';
 import { JanitorRepository, type JanitorStep } from './janitor.repository.js';
-import type { SweptTask } from '../tasks/task-row-writer.js';
+import type { SweptTask } from '../tasks/store/task-row-writer.js';
 import { InstancesConfig } from '../instances/instances.config.js';
 import { TasksConfig } from '../tasks/tasks.config.js';
 import { JanitorConfig } from './janitor.config.js';

@@ -4,7 +4,7 @@ import { mapQuotaError } from '../quotas/quota.error-mapper.js';
 import { QuotaErrorCode, QuotaExceededError } from '../quotas/quota.errors.js';
 import { mapSessionError } from '../sessions/sessions.error-mapper.js';
 import { SessionError, SessionErrorCode } from '../sessions/sessions.errors.js';
-import { mapTaskError } from '../tasks/tasks.error-mapper.js';
+import { mapTaskError } from '../tasks/mcp/tasks.error-mapper.js';
 import { TaskError } from '../tasks/tasks.errors.js';
 import { McpProtocolError } from '../tool-dispatch/tool-context.js';
 import { mapToolDispatchError } from '../tool-dispatch/tool-dispatch.error-mapper.js';

@@ -4,7 +4,7 @@ import { TaskError, TaskErrorCode } from './tasks.errors.js';
 const ID_BYTES = 18;
 /**
  * Random bytes for the next 256 ids, filled from the CSPRNG in one call: a call into the crypto binding per
- * id cost as much as the rest of minting it (issue 22's lifecycle profile). Each byte is used for one id only.
+ * id costs as much as the rest of minting it. Each byte is used for one id only.
  */
 const pool = Buffer.alloc(ID_BYTES * 256);
 let poolOffset = pool.length;

@@ -3,9 +3,8 @@ import { Injectable, Logger, Optional, type OnModuleInit } from '@nestjs/common'
 import { Counter, Gauge, Histogram } from 'prom-client';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { ToolRegistry } from '../tool-dispatch/tool-registry.service.js';
-import { TaskCreationRepository } from './task-creation.repository.js';
-import { TaskOutcomesRepository } from './task-outcomes.repository.js';
-import { TasksAdminRepository } from './tasks-admin.repository.js';
+import { TaskCommitGroups } from './store/task-commit-groups.js';
+import { TasksAdminRepository } from './store/tasks-admin.repository.js';
 
 export type FinishedStatus = 'completed' | 'failed' | 'cancelled' | 'expired';
 export type CreationMode = 'immediate' | 'escalated' | 'redriven';
@@ -46,8 +45,7 @@ export class TaskMetrics implements OnModuleInit {
   constructor(
     metrics: MetricsService,
     admin: TasksAdminRepository,
-    creations: TaskCreationRepository,
-    outcomes: TaskOutcomesRepository,
+    groups: TaskCommitGroups,
     // Absent where no tools are registered (the admin CLI builds this class by hand).
     @Optional() private readonly tools?: ToolRegistry,
   ) {
@@ -152,8 +150,7 @@ export class TaskMetrics implements OnModuleInit {
       groupSize.observe({ kind }, size);
       if (fellBack) groupFallbacks.inc({ kind });
     };
-    creations.onCommitGroup(onGroup);
-    outcomes.onCommitGroup(onGroup);
+    groups.onGroup(onGroup);
     const logger = this.logger;
     new Gauge({
       name: 'mcp_tasks_active',

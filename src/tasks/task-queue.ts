@@ -1,5 +1,5 @@
 /*
- * The claim queue's shared vocabulary (issue 22). A task is *queued* while it is `working` with no instance
+ * The claim queue's shared vocabulary. A task is *queued* while it is `working` with no instance
  * (instance_id NULL) and `available_at` set: any instance with free capacity may claim it from then on
  * (FOR UPDATE SKIP LOCKED on task_claim_idx), which leases it to that instance and bumps its generation, so
  * every earlier run is fenced out. Whatever makes a task claimable — a creation no local worker took, a retry

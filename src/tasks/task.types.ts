@@ -152,3 +152,9 @@ export function inputKeyFor(round: number, localKey: string): string {
 }
 
 export const LOCAL_INPUT_KEY = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** A task as read with its row version (the number of changes it has seen), for change subscriptions. */
+export interface VersionedTask {
+  task: TaskSnapshot;
+  version: number;
+}

@@ -1,39 +1,45 @@
-import { Module, type OnModuleInit } from '@nestjs/common';
-import { registerErrorMapper } from '../common/error-mappers.js';
+import { Module } from '@nestjs/common';
 import { InstancesModule } from '../instances/instances.module.js';
 import { ToolDispatchModule } from '../tool-dispatch/tool-dispatch.module.js';
-import { FinishedTaskCache } from './finished-task-cache.js';
-import { TaskAuditWriter } from './task-audit-writer.js';
-import { TaskChangePublisher } from './task-change-publisher.js';
-import { TaskCreationRepository } from './task-creation.repository.js';
+import { FinishedTaskCache } from './registry/finished-task-cache.js';
+import { TaskAuditWriter } from './store/task-audit-writer.js';
+import { TaskChangePublisher } from './store/task-change-publisher.js';
+import { TaskCreationRepository } from './store/task-creation.repository.js';
 import { TaskMetrics } from './task-metrics.service.js';
-import { TaskOutcomeRecorder } from './task-outcome-recorder.js';
-import { TaskOutcomesRepository } from './task-outcomes.repository.js';
-import { TaskRowWriter } from './task-row-writer.js';
-import { TaskRunnerService } from './task-runner.service.js';
-import { TaskClaimer } from './task-claimer.service.js';
-import { TaskQueueRepository } from './task-queue.repository.js';
-import { TaskTransactions } from './task-transactions.js';
-import { TaskWorkerRepository } from './task-worker.repository.js';
-import { TasksAdminRepository } from './tasks-admin.repository.js';
-import { TasksRepository } from './tasks.repository.js';
+import { TaskOutcomeRecorder } from './execution/task-outcome-recorder.js';
+import { TaskOutcomesRepository } from './store/task-outcomes.repository.js';
+import { TaskRowWriter } from './store/task-row-writer.js';
+import { TaskRunnerService } from './execution/task-runner.service.js';
+import { TaskClaimer } from './execution/task-claimer.service.js';
+import { TaskQueueRepository } from './store/task-queue.repository.js';
+import { TaskCommitGroups } from './store/task-commit-groups.js';
+import { TaskTransactions } from './store/task-transactions.js';
+import { TaskWorkerRepository } from './store/task-worker.repository.js';
+import { TasksAdminRepository } from './store/tasks-admin.repository.js';
+import { TasksRepository } from './store/tasks.repository.js';
 import { TasksConfig } from './tasks.config.js';
-import { TasksService } from './tasks.service.js';
-import { mapTaskError } from './tasks.error-mapper.js';
-import { TaskError } from './tasks.errors.js';
-import { UnresolvedLeases } from './unresolved-leases.js';
-import { UnresolvedLeasesRepository } from './unresolved-leases.repository.js';
+import { TasksService } from './registry/tasks.service.js';
+import { TaskCreationService } from './execution/task-creation.service.js';
+import { UnresolvedLeases } from './execution/unresolved-leases.js';
+import { UnresolvedLeasesRepository } from './store/unresolved-leases.repository.js';
 
 /**
  * What every task repository builds on: the transaction, the change publisher (and the audit rows it
  * writes), the locked row writes.
  */
-const TASK_REPOSITORY_CORE = [TaskTransactions, TaskAuditWriter, TaskChangePublisher, TaskRowWriter];
+const TASK_REPOSITORY_CORE = [
+  TaskTransactions,
+  TaskAuditWriter,
+  TaskChangePublisher,
+  TaskRowWriter,
+  TaskCommitGroups,
+];
 
 /**
- * The task registry core. Exports the domain API (TasksService), the runner (which receives its TaskWork by
- * injection, and adopts escalated work) and the repository core for the janitor. How a tools/call runs (the
- * execution decision) belongs to the tasks protocol (`tasks/protocol/`), which builds on this module.
+ * The task registry core. Exports the domain API (TasksService for owners, TaskCreationService for creation),
+ * the runner (which receives its TaskWork by injection, and adopts escalated work) and the repository core
+ * for the janitor. How a tools/call runs (the execution decision) belongs to the MCP face of tasks
+ * (`tasks/mcp/`), which builds on this module.
  */
 @Module({
   // The tool registry: the task metrics create every tool's series at 0 at boot.
@@ -60,6 +66,7 @@ const TASK_REPOSITORY_CORE = [TaskTransactions, TaskAuditWriter, TaskChangePubli
     UnresolvedLeasesRepository,
     UnresolvedLeases,
     TasksService,
+    TaskCreationService,
   ],
   exports: [
     ...TASK_REPOSITORY_CORE,
@@ -71,10 +78,7 @@ const TASK_REPOSITORY_CORE = [TaskTransactions, TaskAuditWriter, TaskChangePubli
     TaskRunnerService,
     TaskClaimer,
     TasksService,
+    TaskCreationService,
   ],
 })
-export class TasksModule implements OnModuleInit {
-  onModuleInit(): void {
-    registerErrorMapper(TaskError, mapTaskError);
-  }
-}
+export class TasksModule {}

@@ -1,13 +1,13 @@
 import type { INestApplication } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
 import { PgBusService } from '../../src/bus/pg-bus.service.js';
-import { TaskToolRunner } from '../../src/tasks/protocol/task-tool-runner.service.js';
+import { TaskToolRunner } from '../../src/tasks/mcp/task-tool-runner.service.js';
 import { principalIdFor } from '../../src/principals/principals.service.js';
 import { QuotaService } from '../../src/quotas/quota.service.js';
 import { MethodRegistry } from '../../src/protocol/method-registry.js';
 import { LifecycleService } from '../../src/lifecycle/lifecycle.service.js';
-import { TASK_CHANNEL } from '../../src/tasks/task-change-publisher.js';
-import { TasksService } from '../../src/tasks/tasks.service.js';
+import { TASK_CHANNEL } from '../../src/tasks/store/task-change-publisher.js';
+import { TasksService } from '../../src/tasks/registry/tasks.service.js';
 import { openStream, responseOf } from '../support/mcp-http.js';
 import {
   asUser,

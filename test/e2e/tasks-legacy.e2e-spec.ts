@@ -2,7 +2,7 @@ import type { INestApplication } from '@nestjs/common';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
-import { TASK_CANCELLED_CODE } from '../../src/tasks/protocol/legacy-tasks.methods.js';
+import { TASK_CANCELLED_CODE } from '../../src/tasks/mcp/legacy/legacy-tasks.methods.js';
 import { LEGACY, rpc } from '../support/mcp-http.js';
 import {
   asUser,

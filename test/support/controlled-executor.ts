@@ -6,7 +6,7 @@ import type {
   TaskOutcome,
   TaskSnapshot,
 } from '../../src/tasks/task.types.js';
-import type { TaskWork } from '../../src/tasks/task-work.js';
+import type { TaskWork } from '../../src/tasks/execution/task-work.port.js';
 
 /** One call of the executor that the test finishes by hand. */
 export interface ControlledRun {

@@ -1,8 +1,9 @@
 import { newTaskId } from '../../src/tasks/task-ids.js';
-import type { NewTask } from '../../src/tasks/task-creation.repository.js';
-import type { CommitGroupListener } from '../../src/tasks/commit-group.js';
-import type { CreateTaskInput } from '../../src/tasks/tasks.service.js';
+import type { NewTask } from '../../src/tasks/store/task-creation.repository.js';
+import type { CommitGroupListener } from '../../src/database/commit-group.js';
+
 import { withClient } from './test-database.js';
+import { type CreateTaskInput } from '../../src/tasks/execution/task-creation.service.js';
 
 /** A new task row for the registry's insert, leased to `instanceId` (the registry tests' one factory). */
 export function newTaskRow(
@@ -72,8 +73,8 @@ export interface CommitGroupRecord {
 /** Records every commit group the given repositories run (creations, outcomes) into `groups`. */
 export function recordCommitGroups(
   groups: CommitGroupRecord[],
-  ...repositories: Array<{ onCommitGroup(listener: CommitGroupListener): void }>
+  commitGroups: { onGroup(listener: CommitGroupListener): void },
 ): void {
   const onGroup: CommitGroupListener = (kind, size, fellBack) => groups.push({ kind, size, fellBack });
-  for (const r of repositories) r.onCommitGroup(onGroup);
+  commitGroups.onGroup(onGroup);
 }

@@ -9,7 +9,7 @@ import {
 import { NestFactory } from '@nestjs/core';
 import { AppModule } from '../../src/app.module.js';
 import { configureApp } from '../../src/app.setup.js';
-import type { TaskWork } from '../../src/tasks/task-work.js';
+import type { TaskWork } from '../../src/tasks/execution/task-work.port.js';
 import { loadConfig } from '../../src/app.config.js';
 
 @Module({})

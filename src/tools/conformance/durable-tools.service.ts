@@ -15,7 +15,7 @@ function stepsDone(saved: unknown): number {
 }
 
 /**
- * The durable-execution fixtures (issue 22), written with the public tool API only: work that resumes from
+ * The durable-execution fixtures, written with the public tool API only: work that resumes from
  * its checkpoint after a hand-over or a rescue, and work that fails its first attempts on purpose so the
  * retry policy's backoff can be observed.
  */
