@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { McpSession } from './session.entity.js';
+import { rowToConsoleSession } from './session-row.mapper.js';
 
 export interface SessionAdminFilter {
   principalId?: string;
@@ -65,14 +66,6 @@ export class SessionsAdminRepository {
         ORDER BY s.last_seen_at DESC, s.id DESC LIMIT ${param(limit + 1)}`,
       params,
     );
-    return rows.map((r) => ({
-      id: r.id as string,
-      principalId: r.principal_id as string,
-      protocolVersion: r.protocol_version as string,
-      clientName: (r.client_name as string | null) ?? null,
-      createdAt: r.created_at as Date,
-      lastSeenAt: r.last_seen_at as Date,
-      eventStreams: Number(r.event_streams),
-    }));
+    return rows.map(rowToConsoleSession);
   }
 }

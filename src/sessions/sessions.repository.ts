@@ -8,6 +8,7 @@ import { SESSION_CREATION_LOCK_PREFIX } from '../database/advisory-locks.js';
 import { runPrepared, type PreparedStatement } from '../database/prepared-query.js';
 import { inTransaction } from '../database/sql-transaction.js';
 import { McpSession } from './session.entity.js';
+import { rowToSession, type SessionRow } from './session-row.mapper.js';
 
 /**
  * Every legacy request resolves its session, so this read is prepared once per connection and maps its
@@ -30,8 +31,6 @@ const FIND_BY_ID: PreparedStatement = {
                 resource_subscriptions, created_at, last_seen_at, ended_at
            FROM mcp_session WHERE id = $1`,
 };
-
-type SessionRow = Omit<LiveSessionRow, 'touch_due'>;
 
 /** Ends one session (BEGIN goes in the same round trip); returns its owner when it was live. */
 const END_ONE: PreparedStatement = {
@@ -78,32 +77,7 @@ function endedEvent(sessionId: string, owner: string, reason: SessionEndReason):
   };
 }
 
-function rowToSession(row: SessionRow): McpSession {
-  return Object.assign(new McpSession(), {
-    id: row.id,
-    principalId: row.principal_id,
-    protocolVersion: row.protocol_version,
-    clientCapabilities: row.client_capabilities,
-    clientInfo: row.client_info,
-    logLevel: row.log_level,
-    resourceSubscriptions: row.resource_subscriptions,
-    createdAt: row.created_at,
-    lastSeenAt: row.last_seen_at,
-    endedAt: row.ended_at,
-  });
-}
-
-interface LiveSessionRow {
-  id: string;
-  principal_id: string;
-  protocol_version: string;
-  client_capabilities: Record<string, unknown>;
-  client_info: Record<string, unknown> | null;
-  log_level: string | null;
-  resource_subscriptions: string[];
-  created_at: Date;
-  last_seen_at: Date;
-  ended_at: Date | null;
+interface LiveSessionRow extends SessionRow {
   touch_due: boolean;
 }
 

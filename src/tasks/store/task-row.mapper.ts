@@ -1,10 +1,11 @@
+import type { ConsoleTaskRow } from './tasks-admin.repository.js';
 import type { StoredTraceContext } from '../../telemetry/trace-context.js';
 import type { TaskStatus } from '../task-state.js';
 import type { InputRequest, TaskEra, TaskErrorPayload, TaskSnapshot } from '../task.types.js';
 
 /*
- * The SQL text and row mapping the task repositories share (tasks/*.repository.ts, janitor.repository.ts).
- * Nothing outside those repositories uses it.
+ * The SQL text and row mapping of task rows, shared by the task store's repositories and the janitor's: the
+ * one place that maps the task table's columns. Nothing outside those repositories uses it.
  */
 
 /** Timestamps are kept at millisecond precision so list cursors (JS Dates) compare exactly. */
@@ -94,4 +95,21 @@ export function bySessionRow(a: Row, b: Row): number {
 }
 export function bySession(a: TaskSnapshot, b: TaskSnapshot): number {
   return (a.sessionId ?? '').localeCompare(b.sessionId ?? '');
+}
+
+/** A line of the console's task list, from its projection (CONSOLE_ROW_COLUMNS of TasksAdminRepository). */
+export function rowToConsoleTask(r: Row): ConsoleTaskRow {
+  return {
+    id: r.id as string,
+    ownerId: r.owner_id as string,
+    ownerName: (r.owner_name as string | null) ?? null,
+    toolName: r.tool_name as string,
+    era: r.era as TaskEra,
+    status: r.status as TaskStatus,
+    statusMessage: (r.status_message as string | null) ?? null,
+    createdAt: r.created_at as Date,
+    lastUpdatedAt: r.last_updated_at as Date,
+    instanceId: (r.instance_id as string | null) ?? null,
+    attempt: toNumber(r.attempt),
+  };
 }

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { LIVE_SQL, TERMINAL_SQL, toNumber, type Row } from './task-row.mapper.js';
+import { LIVE_SQL, rowToConsoleTask, TERMINAL_SQL, toNumber, type Row } from './task-row.mapper.js';
 import type { TaskStatus } from '../task-state.js';
 import { Task } from '../task.entity.js';
 import type { TaskEra, TaskErrorPayload } from '../task.types.js';
@@ -91,22 +91,6 @@ export interface ConsoleCount {
 const CONSOLE_ROW_COLUMNS = `id, owner_id, principal->>'name' AS owner_name, tool_name, era, status, status_message,
        created_at, last_updated_at, instance_id, attempt`;
 
-function toConsoleRow(r: Row): ConsoleTaskRow {
-  return {
-    id: r.id as string,
-    ownerId: r.owner_id as string,
-    ownerName: (r.owner_name as string | null) ?? null,
-    toolName: r.tool_name as string,
-    era: r.era as TaskEra,
-    status: r.status as TaskStatus,
-    statusMessage: (r.status_message as string | null) ?? null,
-    createdAt: r.created_at as Date,
-    lastUpdatedAt: r.last_updated_at as Date,
-    instanceId: (r.instance_id as string | null) ?? null,
-    attempt: toNumber(r.attempt),
-  };
-}
-
 const nullableNumber = (v: unknown): number | null => (v === null || v === undefined ? null : toNumber(v));
 
 /** count(*) of a subquery cut at `bound` + 1 rows: the scan stops there however large the table is. */
@@ -195,7 +179,7 @@ export class TasksAdminRepository {
         ORDER BY created_at DESC, id DESC LIMIT ${param(limit + 1)}`,
       params,
     );
-    return rows.map(toConsoleRow);
+    return rows.map(rowToConsoleTask);
   }
 
   /**
@@ -236,7 +220,7 @@ export class TasksAdminRepository {
     );
     if (!r) return null;
     return {
-      ...toConsoleRow(r),
+      ...rowToConsoleTask(r),
       sessionId: (r.session_id as string | null) ?? null,
       expiresAt: r.expires_at as Date,
       leaseExpiresAt: (r.lease_expires_at as Date | null) ?? null,
