@@ -124,12 +124,9 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
   }
 
   /**
-   * The TASK_WORKER_CONCURRENCY slots (TaskClaimer) these runs hold: one per run whose work has not returned.
-   * A run whose work has returned gives its slot back while its outcome is written, so the next queued task
-   * starts at once instead of after the write's commit (under load the write takes longer than a short
-   * tool's work, and held slots queued most short tasks). Writes pending beyond as many as there are slots
-   * hold one each again: a database that cannot keep up stops the claims rather than letting finished runs
-   * pile up in memory.
+   * The TASK_WORKER_CONCURRENCY slots (TaskClaimer) these runs hold: one per run whose work has not returned,
+   * so the next task starts while an outcome commits (under load that takes longer than a short tool's work).
+   * Writes pending beyond as many as there are slots hold one each: a slow database stops the claims.
    */
   get slotsHeld(): number {
     let working = 0;
