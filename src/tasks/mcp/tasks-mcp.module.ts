@@ -5,11 +5,12 @@ import { SessionsModule } from '../../sessions/sessions.module.js';
 import { TasksModule } from '../tasks.module.js';
 import { TaskError } from '../tasks.errors.js';
 import { LegacyTasksMethods } from './legacy/legacy-tasks.methods.js';
+import { LegacyToolsCall } from './legacy/legacy-tools-call.js';
 import { ModernTasksMethods } from './modern/modern-tasks.methods.js';
+import { ModernToolsCall } from './modern/modern-tools-call.js';
 import { TaskListenFilter } from './modern/task-listen-filter.js';
 import { TaskStatusOutbox } from './task-status-outbox.js';
 import { mapTaskError } from './tasks.error-mapper.js';
-import { ToolCallEscalation } from './tool-call-escalation.js';
 
 /**
  * The MCP face of tasks, both eras on top of the registry: tools/call escalation, the tasks/* methods of each
@@ -20,7 +21,14 @@ import { ToolCallEscalation } from './tool-call-escalation.js';
  */
 @Module({
   imports: [TasksModule, ProtocolModule, SessionsModule],
-  providers: [ToolCallEscalation, LegacyTasksMethods, ModernTasksMethods, TaskStatusOutbox, TaskListenFilter],
+  providers: [
+    LegacyToolsCall,
+    LegacyTasksMethods,
+    ModernToolsCall,
+    ModernTasksMethods,
+    TaskStatusOutbox,
+    TaskListenFilter,
+  ],
 })
 export class TasksMcpModule implements OnModuleInit {
   onModuleInit(): void {

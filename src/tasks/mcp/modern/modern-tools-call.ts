@@ -1,59 +1,30 @@
-import { isJsonObject } from '../../common/json.js';
 import { Injectable, type OnModuleInit } from '@nestjs/common';
-import { JSONRPC } from '../../protocol/json-rpc.js';
-import { McpMethodsService } from '../../protocol/mcp-methods.service.js';
-import { MethodRegistry } from '../../protocol/method-registry.js';
-import { InputRequiredSignal } from '../../protocol/mrtr-input.js';
-import { ProtocolError } from '../../protocol/protocol.errors.js';
-import type { McpRequestContext } from '../../protocol/request-context.js';
-import type { QuotaName } from '../../quotas/quota.errors.js';
-import { QuotaService } from '../../quotas/quota.service.js';
-import { McpProtocolError } from '../../tool-dispatch/tool-context.js';
-import type { TaskOutcome, TaskSnapshot } from '../task.types.js';
-import { storedPrincipal } from '../../principals/principal.js';
-import { TaskError } from '../tasks.errors.js';
-import type { EscalationLink } from '../execution/escalation-link.js';
-import { TaskCreationService, type CreateTaskInput } from '../execution/task-creation.service.js';
-import { idempotencyRequestHash } from './idempotency.js';
-import { extensionDeclared, REQUIRED_EXTENSION, type Params } from './task-params.js';
-import { TaskToolRunner } from './task-tool-runner.service.js';
-import { decideExecution, type CallSignals, type ExecutionDecision } from './execution-decision.js';
-import { TasksConfig } from '../tasks.config.js';
-import { legacyTask, modernCreateTaskResult } from './task-wire.js';
-import { retryRethrow } from './tool-retry-policy.js';
-import type { ToolDescriptor } from '../../tool-dispatch/tool-dispatch.types.js';
+import { McpMethodsService } from '../../../protocol/mcp-methods.service.js';
+import { MethodRegistry } from '../../../protocol/method-registry.js';
+import type { McpRequestContext } from '../../../protocol/request-context.js';
+import { QuotaService } from '../../../quotas/quota.service.js';
+import { TaskCreationService } from '../../execution/task-creation.service.js';
+import { TasksConfig } from '../../tasks.config.js';
+import { decideExecution, type CallSignals, type ExecutionDecision } from '../execution-decision.js';
+import { countedQuota, taskInput } from '../task-call.js';
+import { TaskToolRunner } from '../task-tool-runner.service.js';
+import { InputRequiredSignal } from '../../../protocol/mrtr-input.js';
+import { ProtocolError } from '../../../protocol/protocol.errors.js';
+import { McpProtocolError } from '../../../tool-dispatch/tool-context.js';
+import type { EscalationLink } from '../../execution/escalation-link.js';
+import type { TaskOutcome, TaskSnapshot } from '../../task.types.js';
+import { idempotencyRequestHash } from '../idempotency.js';
+import { extensionDeclared, REQUIRED_EXTENSION, type Params } from '../task-params.js';
+import { modernCreateTaskResult } from '../task-wire.js';
+import { retryRethrow } from '../tool-retry-policy.js';
 
 /**
- * The task a call of `toolName` creates, owned by the request's principal: the request params as stored, and
- * what the tool's durability declaration copies onto it (resumable, attempts, longest run).
- */
-function taskInput(
-  ctx: McpRequestContext,
-  toolName: string,
-  requestParams: Params,
-  fields: Pick<CreateTaskInput, 'era' | 'mode'> & Partial<CreateTaskInput>,
-): CreateTaskInput {
-  const d: ToolDescriptor['durability'] | undefined = ctx.tool?.descriptor?.durability;
-  return {
-    ownerId: ctx.principal.id,
-    toolName,
-    requestParams,
-    requestedTtlMs: null,
-    principal: storedPrincipal(ctx.principal),
-    resumable: d?.resumable ?? false,
-    maxAttempts: d?.maxAttempts ?? 1,
-    maxRunMs: d?.maxRunMs ?? null,
-    ...fields,
-  };
-}
-
-/**
- * tools/call in both eras: one decision function decides whether a call runs inline, is refused, becomes a
- * task at once (legacy, 2025-11-25) or runs inline for a short window and then becomes a task (modern,
- * 2026-07-28). The inline call itself is McpMethodsService.callTool.
+ * tools/call of the 2026-07-28 era: one decision function (execution-decision.ts) decides whether a call
+ * runs inline (McpMethodsService.callTool), is refused, or runs inline for a short window and then becomes
+ * a task (TaskCreationService.runInlineThenTask).
  */
 @Injectable()
-export class ToolCallEscalation implements OnModuleInit {
+export class ModernToolsCall implements OnModuleInit {
   constructor(
     private readonly creation: TaskCreationService,
     private readonly toolRunner: TaskToolRunner,
@@ -63,90 +34,20 @@ export class ToolCallEscalation implements OnModuleInit {
     private readonly config: TasksConfig,
   ) {}
 
+  onModuleInit(): void {
+    this.methods.register('tools/call', (p, ctx) => this.toolsCall(p, ctx), { eras: ['modern'] });
+  }
+
   /** How a tools/call runs (see execution-decision.ts), with the configured inline window. */
   private decide(call: CallSignals, toolName: string): ExecutionDecision {
     return decideExecution(call, toolName, { inlineWindowMs: this.config.TASK_INLINE_WINDOW_MS });
   }
 
-  onModuleInit(): void {
-    this.methods.register('tools/call', (p, ctx) => this.legacyToolsCall(p, ctx), { eras: ['legacy'] });
-    this.methods.register('tools/call', (p, ctx) => this.modernToolsCall(p, ctx), { eras: ['modern'] });
+  private counted<T>(work: () => Promise<T>): Promise<T> {
+    return countedQuota(this.quotas, work);
   }
 
-  /** A per-owner quota the registry enforces in its transaction becomes a counted quota error. */
-  private async counted<T>(work: () => Promise<T>): Promise<T> {
-    try {
-      return await work();
-    } catch (err) {
-      if (err instanceof TaskError && err.quota) {
-        const q = err.quota;
-        throw this.quotas.refuse(q.quota as QuotaName, err.message, q.limit, q.setting);
-      }
-      throw err;
-    }
-  }
-
-  // ---------------------------------------------------------------- legacy (2025-11-25)
-
-  private async legacyToolsCall(p: Params, ctx: McpRequestContext): Promise<Record<string, unknown>> {
-    const tool = ctx.tool?.descriptor;
-    if (!tool) return this.mcp.callTool(p, ctx);
-    if (p.task !== undefined && !isJsonObject(p.task))
-      throw ProtocolError.invalidParams('params.task must be an object');
-    const decision = this.decide(
-      { era: 'legacy', taskSupport: tool.taskSupport, taskRequested: p.task !== undefined },
-      tool.name,
-    );
-    switch (decision.mode) {
-      case 'refuse':
-        throw new ProtocolError(JSONRPC.METHOD_NOT_FOUND, decision.message);
-      case 'inline':
-      case 'inline_then_task':
-        return this.mcp.callTool(p, ctx);
-      case 'task': {
-        const requested = isJsonObject(p.task) ? p.task.ttl : undefined;
-        if (
-          requested !== undefined &&
-          requested !== null &&
-          (typeof requested !== 'number' || requested <= 0)
-        ) {
-          throw ProtocolError.invalidParams('params.task.ttl must be a positive number of milliseconds');
-        }
-        this.quotas.checkBytes('task_params_bytes', p);
-        const input = taskInput(ctx, tool.name, p, {
-          era: 'legacy',
-          mode: 'immediate',
-          sessionId: ctx.session?.id ?? null,
-          requestedTtlMs: typeof requested === 'number' ? requested : null,
-        });
-        // Started here when a slot is free; otherwise queued for the first instance with one.
-        const beforeStart = (created: TaskSnapshot): void =>
-          this.toolRunner.rememberPrincipal(
-            created.id,
-            ctx.principal,
-            ctx.session
-              ? { clientCapabilities: ctx.clientCapabilities, protocolVersion: ctx.protocolVersion }
-              : undefined,
-            ctx.tool,
-          );
-        const key = ctx.idempotencyKey;
-        // With a key, a repeat of the same call answers with the task the key names, from any instance; no
-        // second run.
-        const made = await this.counted(() =>
-          this.creation.create(input, {
-            beforeStart,
-            key:
-              key === undefined ? undefined : { idempotencyKey: key, requestHash: idempotencyRequestHash(p) },
-          }),
-        );
-        return { task: legacyTask(made.task) };
-      }
-    }
-  }
-
-  // ---------------------------------------------------------------- modern (2026-07-28)
-
-  private async modernToolsCall(p: Params, ctx: McpRequestContext): Promise<Record<string, unknown>> {
+  private async toolsCall(p: Params, ctx: McpRequestContext): Promise<Record<string, unknown>> {
     const tool = ctx.tool?.descriptor;
     // A legacy `task` param is unknown in this era: ignored, never an opt-in.
     if (!tool) return this.mcp.callTool(p, ctx);

@@ -1,0 +1,102 @@
+import { Injectable, type OnModuleInit } from '@nestjs/common';
+import { McpMethodsService } from '../../../protocol/mcp-methods.service.js';
+import { MethodRegistry } from '../../../protocol/method-registry.js';
+import type { McpRequestContext } from '../../../protocol/request-context.js';
+import { QuotaService } from '../../../quotas/quota.service.js';
+import { TaskCreationService } from '../../execution/task-creation.service.js';
+import { TasksConfig } from '../../tasks.config.js';
+import { decideExecution, type CallSignals, type ExecutionDecision } from '../execution-decision.js';
+import { countedQuota, taskInput } from '../task-call.js';
+import { TaskToolRunner } from '../task-tool-runner.service.js';
+import { isJsonObject } from '../../../common/json.js';
+import { JSONRPC } from '../../../protocol/json-rpc.js';
+import { ProtocolError } from '../../../protocol/protocol.errors.js';
+import type { TaskSnapshot } from '../../task.types.js';
+import { idempotencyRequestHash } from '../idempotency.js';
+import type { Params } from '../task-params.js';
+import { legacyTask } from '../task-wire.js';
+
+/**
+ * tools/call of the 2025-11-25 era: one decision function (execution-decision.ts) decides whether a call
+ * runs inline (McpMethodsService.callTool), is refused, or becomes a task at once, answered with its handle.
+ */
+@Injectable()
+export class LegacyToolsCall implements OnModuleInit {
+  constructor(
+    private readonly creation: TaskCreationService,
+    private readonly toolRunner: TaskToolRunner,
+    private readonly mcp: McpMethodsService,
+    private readonly methods: MethodRegistry,
+    private readonly quotas: QuotaService,
+    private readonly config: TasksConfig,
+  ) {}
+
+  onModuleInit(): void {
+    this.methods.register('tools/call', (p, ctx) => this.toolsCall(p, ctx), { eras: ['legacy'] });
+  }
+
+  /** How a tools/call runs (see execution-decision.ts), with the configured inline window. */
+  private decide(call: CallSignals, toolName: string): ExecutionDecision {
+    return decideExecution(call, toolName, { inlineWindowMs: this.config.TASK_INLINE_WINDOW_MS });
+  }
+
+  private counted<T>(work: () => Promise<T>): Promise<T> {
+    return countedQuota(this.quotas, work);
+  }
+
+  private async toolsCall(p: Params, ctx: McpRequestContext): Promise<Record<string, unknown>> {
+    const tool = ctx.tool?.descriptor;
+    if (!tool) return this.mcp.callTool(p, ctx);
+    if (p.task !== undefined && !isJsonObject(p.task))
+      throw ProtocolError.invalidParams('params.task must be an object');
+    const decision = this.decide(
+      { era: 'legacy', taskSupport: tool.taskSupport, taskRequested: p.task !== undefined },
+      tool.name,
+    );
+    switch (decision.mode) {
+      case 'refuse':
+        throw new ProtocolError(JSONRPC.METHOD_NOT_FOUND, decision.message);
+      case 'inline':
+      case 'inline_then_task':
+        return this.mcp.callTool(p, ctx);
+      case 'task': {
+        const requested = isJsonObject(p.task) ? p.task.ttl : undefined;
+        if (
+          requested !== undefined &&
+          requested !== null &&
+          (typeof requested !== 'number' || requested <= 0)
+        ) {
+          throw ProtocolError.invalidParams('params.task.ttl must be a positive number of milliseconds');
+        }
+        this.quotas.checkBytes('task_params_bytes', p);
+        const input = taskInput(ctx, tool.name, p, {
+          era: 'legacy',
+          mode: 'immediate',
+          sessionId: ctx.session?.id ?? null,
+          requestedTtlMs: typeof requested === 'number' ? requested : null,
+        });
+        // Started here when a slot is free; otherwise queued for the first instance with one.
+        const beforeStart = (created: TaskSnapshot): void =>
+          this.toolRunner.rememberPrincipal(
+            created.id,
+            ctx.principal,
+            ctx.session
+              ? { clientCapabilities: ctx.clientCapabilities, protocolVersion: ctx.protocolVersion }
+              : undefined,
+            ctx.tool,
+          );
+        const key = ctx.idempotencyKey;
+        // With a key, a repeat of the same call answers with the task the key names, from any instance; no
+        // second run.
+        const made = await this.counted(() =>
+          this.creation.create(input, {
+            beforeStart,
+            key:
+              key === undefined ? undefined : { idempotencyKey: key, requestHash: idempotencyRequestHash(p) },
+          }),
+        );
+        return { task: legacyTask(made.task) };
+      }
+    }
+  }
+}
