@@ -189,7 +189,11 @@ export class TaskCreationService {
       return spec.key ? this.keyedOnFreeSlot(input, spec.key, spec) : this.onFreeSlot(input, spec);
     }
     const row = this.newTask(input, placement === 'here', spec);
-    if (spec.key) return { ...(await this.insertKeyed(input, row, spec.key)), here: placement === 'here' };
+    if (spec.key) {
+      // A repeat answers with the key's task, wherever that one runs.
+      const made = await this.insertKeyed(input, row, spec.key);
+      return { ...made, here: placement === 'here' && made.created };
+    }
     const task = await this.creations.insertWithLimits(row, this.creationLimits());
     this.metrics.taskCreated(task.toolName, input.mode ?? 'immediate');
     return { task, created: true, here: placement === 'here' };

@@ -100,6 +100,16 @@ describe('Idempotency-Key creations (real PostgreSQL)', () => {
       created: false,
       here: false,
     });
+    // Leased here by the call that created it; a repeat of the key leased nothing here.
+    const hereKey = { idempotencyKey: 'order-43', requestHash: 'hash-a' };
+    expect(await creation.create(input, { key: hereKey, placement: 'here' })).toMatchObject({
+      created: true,
+      here: true,
+    });
+    expect(await creation.create(input, { key: hereKey, placement: 'here' })).toMatchObject({
+      created: false,
+      here: false,
+    });
     await expect(creation.create(input, { key: { ...key, requestHash: 'hash-b' } })).rejects.toMatchObject({
       code: TaskErrorCode.IDEMPOTENCY_CONFLICT,
       idempotencyKey: 'order-42',
