@@ -1,13 +1,7 @@
-import { Injectable, type OnModuleInit } from '@nestjs/common';
-import { McpMethodsService } from '../../../protocol/mcp-methods.service.js';
-import { MethodRegistry } from '../../../protocol/method-registry.js';
 import type { McpRequestContext } from '../../../protocol/request-context.js';
-import { QuotaService } from '../../../quotas/quota.service.js';
-import { TaskCreationService } from '../../execution/task-creation.service.js';
-import { TasksConfig } from '../../tasks.config.js';
-import { decideExecution, type CallSignals, type ExecutionDecision } from '../execution-decision.js';
-import { countedQuota, taskInput } from '../task-call.js';
-import { TaskToolRunner } from '../task-tool-runner.service.js';
+import { Injectable } from '@nestjs/common';
+import { taskInput } from '../task-call.js';
+import { ToolsCallBase } from '../tools-call.base.js';
 import { isJsonObject } from '../../../common/json.js';
 import { JSONRPC } from '../../../protocol/json-rpc.js';
 import { ProtocolError } from '../../../protocol/protocol.errors.js';
@@ -21,30 +15,10 @@ import { legacyTask } from '../task-wire.js';
  * runs inline (McpMethodsService.callTool), is refused, or becomes a task at once, answered with its handle.
  */
 @Injectable()
-export class LegacyToolsCall implements OnModuleInit {
-  constructor(
-    private readonly creation: TaskCreationService,
-    private readonly toolRunner: TaskToolRunner,
-    private readonly mcp: McpMethodsService,
-    private readonly methods: MethodRegistry,
-    private readonly quotas: QuotaService,
-    private readonly config: TasksConfig,
-  ) {}
+export class LegacyToolsCall extends ToolsCallBase {
+  protected readonly era = 'legacy' as const;
 
-  onModuleInit(): void {
-    this.methods.register('tools/call', (p, ctx) => this.toolsCall(p, ctx), { eras: ['legacy'] });
-  }
-
-  /** How a tools/call runs (see execution-decision.ts), with the configured inline window. */
-  private decide(call: CallSignals, toolName: string): ExecutionDecision {
-    return decideExecution(call, toolName, { inlineWindowMs: this.config.TASK_INLINE_WINDOW_MS });
-  }
-
-  private counted<T>(work: () => Promise<T>): Promise<T> {
-    return countedQuota(this.quotas, work);
-  }
-
-  private async toolsCall(p: Params, ctx: McpRequestContext): Promise<Record<string, unknown>> {
+  protected async toolsCall(p: Params, ctx: McpRequestContext): Promise<Record<string, unknown>> {
     const tool = ctx.tool?.descriptor;
     if (!tool) return this.mcp.callTool(p, ctx);
     if (p.task !== undefined && !isJsonObject(p.task))
