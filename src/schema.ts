@@ -8,6 +8,7 @@ import { McpSession } from './sessions/session.entity.js';
 import { SseEvent } from './sessions/sse-event.entity.js';
 import { SseStream } from './sessions/sse-stream.entity.js';
 import { Task } from './tasks/task.entity.js';
+import { ToolQueueRow, ToolRunStart } from './tasks/sharing/tool-queue.entity.js';
 import { CreateServiceInstance1764460000000 } from '../migrations/1764460000000-create-service-instance.js';
 import { CreateSessions1764460100000 } from '../migrations/1764460100000-create-sessions.js';
 import { CreatePrincipalAndApiKey1764460200000 } from '../migrations/1764460200000-create-principal-and-api-key.js';
@@ -23,6 +24,7 @@ import { DurableExecution1765200000000 } from '../migrations/1765200000000-durab
 import { AuditTrail1765300000000 } from '../migrations/1765300000000-audit-trail.js';
 import { ConsoleIndexes1765300000002 } from '../migrations/1765300000002-console-indexes.js';
 import { InstanceRole1765300000003 } from '../migrations/1765300000003-instance-role.js';
+import { QueueSharing1765400000000 } from '../migrations/1765400000000-queue-sharing.js';
 
 /**
  * The one list of entities and migrations, kept at the composition root: `database/` builds the data source
@@ -39,6 +41,8 @@ export const ENTITIES = [
   PrincipalRecord,
   ApiKey,
   Task,
+  ToolQueueRow,
+  ToolRunStart,
   AuditEventRow,
 ];
 export const MIGRATIONS = [
@@ -57,6 +61,7 @@ export const MIGRATIONS = [
   AuditTrail1765300000000,
   ConsoleIndexes1765300000002,
   InstanceRole1765300000003,
+  QueueSharing1765400000000,
 ];
 
 /** The schema as `database/` takes it (see `buildDataSourceOptions`). */

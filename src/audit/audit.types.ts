@@ -31,6 +31,9 @@ export const AUDIT_KINDS = [
   // Access.
   'auth.scope_refused', // a principal lacked a required scope (detail.missing, detail.route)
   'admin.refused', // a principal without the admin scope reached /admin
+  // A tool's queue (`queue pause|resume`, the console): detail.tasks, the queued tasks held or let go.
+  'queue.paused',
+  'queue.resumed',
   // Operator actions that are not one of the above (e.g. `principals purge`).
   'operator.action',
 ] as const;

@@ -42,6 +42,7 @@ import { TASK_COUNTED_ELSEWHERE_CHANNEL } from '../tasks/registry/tasks.service.
 import { TelemetryConfig } from '../telemetry/telemetry.config.js';
 import type { CliIo } from './admin-commands.js';
 import { TaskCommitGroups } from '../tasks/store/task-commit-groups.js';
+import { ToolQueueRepository } from '../tasks/store/tool-queue.repository.js';
 
 /** The server's own repositories and services, as the admin commands use them. */
 export interface CliServices {
@@ -77,6 +78,8 @@ export interface CliServices {
    * `migrations run`). A failure to write it is reported on stderr; the command's outcome stands.
    */
   recordOperatorAction(detail: Record<string, unknown>, io: CliIo): Promise<void>;
+  /** Tools' queues: pause, resume, status (`queue`). */
+  toolQueue: ToolQueueRepository;
 }
 
 /**
@@ -170,6 +173,7 @@ export function buildCliServices(ds: DataSource, config: LoadedConfig): CliServi
     apiKeys: new ApiKeysService(new ApiKeysRepository(ds.getRepository(ApiKey), audit)),
     audit,
     auditLog: new AuditRepository(ds),
+    toolQueue: new ToolQueueRepository(ds, transactions, publisher),
     recordOperatorAction: async (detail, io) => {
       try {
         await audit.record(ds.manager, { kind: 'operator.action', detail });

@@ -15,6 +15,7 @@ import {
   type CliIo,
 } from './admin-commands.js';
 import { runAuditCommand } from './audit-commands.js';
+import { runQueueCommand } from './queue-commands.js';
 import { CliUsageError, ExitCode } from './cli-args.js';
 import { buildCliServices, type CliServices } from './cli-context.js';
 import { runMigrationsCommand } from './migrate-command.js';
@@ -44,6 +45,11 @@ export const USAGE = `usage: npm run cli -- <command> [options]      (add --json
   apikey create --name NAME [--scopes a,b]    create a key for a service account; prints the key once
   apikey list                                 list keys (never the secrets)
   apikey revoke KEY_ID                        revoke a key; requests with it get 401 from then on
+  queue status [--json]                       every task tool's queue: paused, running, waiting (by reason),
+                                              limits in use; and running and waiting per fairness key
+  queue pause TOOL                            hold TOOL's queued and new calls on every instance (running
+                                              ones finish); exit 1 naming TOOL if it is not a task tool here
+  queue resume TOOL                           let TOOL's held calls run again
   audit list [--since T] [--until T] [--principal ID] [--tool NAME] [--task ID] [--session ID]
              [--kind K[,K]] [--actor A] [--before-id N] [--limit N]
                                               audit rows, newest first (T: a duration ago such as 2h,
@@ -70,6 +76,7 @@ const COMMANDS: Record<string, Command> = {
   },
   apikey: (args, s, io) => runApiKeyCommand(args, s.apiKeys, io),
   audit: runAuditCommand,
+  queue: runQueueCommand,
 };
 
 const OPERATOR = /^[\x21-\x7e][\x20-\x7e]{0,199}$/;

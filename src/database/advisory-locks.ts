@@ -10,6 +10,12 @@ export enum AdvisoryLockKey {
   TaskCreation = 7_140_512_101,
   /** Transaction-scoped (try), per janitor batch: one instance sweeps at a time. */
   Janitor = 7_140_512_102,
+  /**
+   * Transaction-scoped, around every claim of queued work and every pause of a tool's queue: claims on all
+   * instances take turns, so each one counts what is running (fair shares, tool limits) after the claim
+   * before it committed.
+   */
+  TaskClaim = 7_140_512_103,
 }
 
 /**

@@ -12,6 +12,12 @@ export interface Principal {
   readonly email?: string;
   readonly scopes: readonly string[];
   readonly groups: readonly string[];
+  /**
+   * The team or tenant the credential names (a token claim, AUTH_TENANT_CLAIM; a proxy header,
+   * AUTH_PROXY_TENANT_HEADER): with TASK_FAIR_SHARE=tenant, its many service accounts share one share of the
+   * task workers. Never used for ownership.
+   */
+  readonly tenant?: string;
   /** When the credential stops being valid (epoch ms; a token's `exp`); streams it opened close then. */
   readonly expiresAt?: number;
 }
@@ -30,6 +36,7 @@ export function storedPrincipal(p: Principal): Record<string, unknown> {
     ...(p.issuer === undefined ? {} : { issuer: p.issuer }),
     ...(p.name === undefined ? {} : { name: p.name }),
     ...(p.email === undefined ? {} : { email: p.email }),
+    ...(p.tenant === undefined ? {} : { tenant: p.tenant }),
     scopes: [...p.scopes],
     groups: [...p.groups],
   };
@@ -51,6 +58,7 @@ export function principalFromStored(v: unknown): Principal | null {
     ...optional('issuer'),
     ...optional('name'),
     ...optional('email'),
+    ...optional('tenant'),
     scopes: r.scopes,
     groups: r.groups,
   };

@@ -176,6 +176,14 @@ export class PrincipalsConfig {
   @IntEnv(0, 3600000)
   OIDC_JWKS_COOLDOWN_MS = 30000;
 
+  @Env(
+    'token claim naming the team or tenant of the caller (fair sharing of task workers with ' +
+      '`TASK_FAIR_SHARE=tenant`); empty: none',
+  )
+  @IsOptional()
+  @Matches(/^[A-Za-z0-9_.:/-]{1,128}$/, { message: 'AUTH_TENANT_CLAIM must be a claim name' })
+  AUTH_TENANT_CLAIM?: string;
+
   @Env('how long fetched keys are used before the JWKS is fetched again')
   @IntEnv(1000, 86400000)
   OIDC_JWKS_CACHE_MS = 600000;
@@ -189,6 +197,16 @@ export class PrincipalsConfig {
   @Transform(toHeaderName)
   @Matches(HEADER_NAME, { message: 'AUTH_PROXY_EMAIL_HEADER must be an HTTP header name' })
   AUTH_PROXY_EMAIL_HEADER = 'x-forwarded-email';
+
+  @Env(
+    'optional header naming the team or tenant of the user (fair sharing of task workers with ' +
+      '`TASK_FAIR_SHARE=tenant`); empty: none',
+    { type: 'header name' },
+  )
+  @IsOptional()
+  @Transform(toHeaderName)
+  @Matches(HEADER_NAME, { message: 'AUTH_PROXY_TENANT_HEADER must be an HTTP header name' })
+  AUTH_PROXY_TENANT_HEADER?: string;
 
   @Env('optional comma-separated groups header', { type: 'header name' })
   @Transform(toHeaderName)

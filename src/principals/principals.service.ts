@@ -16,6 +16,8 @@ export interface AuthenticatedIdentity {
   email?: string;
   scopes: readonly string[];
   groups: readonly string[];
+  /** The team or tenant the caller belongs to (AUTH_TENANT_CLAIM, AUTH_PROXY_TENANT_HEADER); see Principal. */
+  tenant?: string;
   /** Epoch ms after which the credential is no longer valid (a token's `exp`). */
   expiresAt?: number;
 }
@@ -68,6 +70,7 @@ export class PrincipalsService {
       ...(identity.email !== undefined && { email: identity.email }),
       scopes: Object.freeze([...new Set(identity.scopes)]),
       groups: Object.freeze([...new Set(identity.groups)]),
+      ...(identity.tenant !== undefined && { tenant: identity.tenant }),
       ...(identity.expiresAt !== undefined && { expiresAt: identity.expiresAt }),
     });
     await this.recordSeen(principal);

@@ -11,7 +11,9 @@ import type { InputRequest, TaskEra, TaskErrorPayload } from './task.types.js';
  * - task_owner_status_idx: the live-task count per owner under the creation lock;
  * - task_status_lease_idx: the janitor's lapsed-lease sweep and the live count by status;
  * - task_expires_idx: the janitor's expiry and deletion sweeps;
- * - task_claim_idx: the claim of queued work (working, no instance) by available_at;
+ * - task_queue_fair_idx: the claim of queued work (working, no instance), by fairness key then available_at;
+ * - task_running_fair_idx: how many tasks each fairness key has running (the claim's fair share);
+ * - task_limited_running_idx, task_limited_queued_idx: the runs and queued tasks of tools that declare limits;
  * - task_owner_idempotency_idx: one task per (owner, Idempotency-Key) while it exists;
  * - task_created_idx, task_tool_created_idx, task_failed_created_idx, task_instance_created_idx,
  *   task_redriven_from_idx: the /admin console's reads across owners (migration 1765300000002 says which).
@@ -21,7 +23,16 @@ import type { InputRequest, TaskEra, TaskErrorPayload } from './task.types.js';
 @Index('task_owner_status_idx', ['ownerId', 'status'])
 @Index('task_status_lease_idx', ['status', 'leaseExpiresAt'])
 @Index('task_expires_idx', ['expiresAt'])
-@Index('task_claim_idx', ['availableAt'], { where: `status = 'working' AND instance_id IS NULL` })
+@Index('task_queue_fair_idx', ['fairnessKey', 'availableAt'], {
+  where: `status = 'working' AND instance_id IS NULL`,
+})
+@Index('task_running_fair_idx', ['fairnessKey'], { where: `status = 'working' AND instance_id IS NOT NULL` })
+@Index('task_limited_running_idx', ['toolName', 'limitKey'], {
+  where: `status = 'working' AND instance_id IS NOT NULL AND limit_key IS NOT NULL`,
+})
+@Index('task_limited_queued_idx', ['toolName', 'limitKey'], {
+  where: `status = 'working' AND instance_id IS NULL AND limit_key IS NOT NULL`,
+})
 @Index('task_owner_idempotency_idx', ['ownerId', 'idempotencyKey'], {
   unique: true,
   where: 'idempotency_key IS NOT NULL',
@@ -35,6 +46,7 @@ import type { InputRequest, TaskEra, TaskErrorPayload } from './task.types.js';
 @Index('task_redriven_from_idx', ['redrivenFrom'], { where: 'redriven_from IS NOT NULL' })
 @Check('task_status_check', `"status" IN ('working', 'input_required', 'completed', 'failed', 'cancelled')`)
 @Check('task_era_check', `"era" IN ('legacy', 'modern')`)
+@Check('task_queue_hold_check', `"queue_hold" IN ('paused', 'limit')`)
 export class Task {
   @PrimaryColumn({ type: 'text' })
   id: string;
@@ -152,6 +164,18 @@ export class Task {
   /** Hash of the tool and arguments the idempotency key was used with. */
   @Column({ type: 'text', nullable: true })
   requestHash: string | null;
+
+  /** Whose share of the workers the task runs on (TASK_FAIR_SHARE): a principal, a tenant, or '' (off). */
+  @Column({ type: 'text', default: '' })
+  fairnessKey: string;
+
+  /** Tasks of tools that declare limits: the per-key value of the arguments, '' without a per-key limit. */
+  @Column({ type: 'text', nullable: true })
+  limitKey: string | null;
+
+  /** Why a queued task is not claimable now: its tool is paused, or a limit holds it (QueueHold). */
+  @Column({ type: 'text', nullable: true })
+  queueHold: 'paused' | 'limit' | null;
 
   /** The task `tasks retry` created this one from. */
   @Column({ type: 'text', nullable: true })

@@ -1,4 +1,5 @@
 import { ConfigSection } from '../config/config-section.js';
+import { IsIn } from 'class-validator';
 import { Env, IntEnv } from '../config/env.decorators.js';
 
 @ConfigSection<TasksConfig>({
@@ -80,6 +81,15 @@ export class TasksConfig {
   )
   @IntEnv(1, 1000)
   TASK_COMMIT_GROUP_MAX = 64;
+
+  @Env(
+    'who shares the task workers fairly when work waits: `principal` (each caller gets an equal share), ' +
+      '`tenant` (callers with the same tenant, from `AUTH_TENANT_CLAIM` or `AUTH_PROXY_TENANT_HEADER`, share ' +
+      'one; a caller without one is its own), or `off` (first come, first served)',
+    { type: 'principal, tenant or off' },
+  )
+  @IsIn(['principal', 'tenant', 'off'], { message: 'TASK_FAIR_SHARE must be one of principal, tenant, off' })
+  TASK_FAIR_SHARE: 'principal' | 'tenant' | 'off' = 'principal';
 
   @Env('`lock_timeout` of every task transaction, so a stuck lock surfaces as an error instead of a hang')
   @IntEnv(100, 60000)

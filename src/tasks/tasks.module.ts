@@ -18,6 +18,11 @@ import { TaskWorkerRepository } from './store/task-worker.repository.js';
 import { TasksAdminRepository } from './store/tasks-admin.repository.js';
 import { TasksRepository } from './store/tasks.repository.js';
 import { TasksConfig } from './tasks.config.js';
+import { ToolGates } from './sharing/tool-gates.service.js';
+import { QueueControl } from './sharing/queue-control.js';
+import { AuditTrail } from '../audit/audit-trail.service.js';
+import { ToolRegistry } from '../tool-dispatch/tool-registry.service.js';
+import { ToolQueueRepository } from './store/tool-queue.repository.js';
 import { TasksService } from './registry/tasks.service.js';
 import { TaskCreationService } from './execution/task-creation.service.js';
 import { UnresolvedLeases } from './execution/unresolved-leases.js';
@@ -52,6 +57,15 @@ const TASK_REPOSITORY_CORE = [
     TaskOutcomesRepository,
     TasksAdminRepository,
     TaskQueueRepository,
+    ToolQueueRepository,
+    ToolGates,
+    {
+      // Pause, resume and status of tools' queues, against this server's tool catalog (the console's).
+      provide: QueueControl,
+      useFactory: (repo: ToolQueueRepository, audit: AuditTrail, tools: ToolRegistry) =>
+        new QueueControl(repo, audit, () => tools.listTools()),
+      inject: [ToolQueueRepository, AuditTrail, ToolRegistry],
+    },
     TaskMetrics,
     {
       // One per instance: filled by owners' reads and by the outcome recorder's commits, read by TasksService.
@@ -77,6 +91,10 @@ const TASK_REPOSITORY_CORE = [
     TaskMetrics,
     TaskRunnerService,
     TaskClaimer,
+    ToolGates,
+    QueueControl,
+    // The queue's pause, resume and status (tasks/sharing/, the CLI and the console).
+    ToolQueueRepository,
     TasksService,
     TaskCreationService,
   ],

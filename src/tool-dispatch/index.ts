@@ -25,6 +25,7 @@ export {
   type JsonValue,
 } from './tool-context.js';
 export { CheckpointError, serialiseCheckpoint, CHECKPOINT_SETTING } from './checkpoint.js';
+export type { ToolLimits } from './tool-limits.js';
 export { McpNotifier } from './mcp-notifier.js';
 export type { Principal } from '../principals/principal.js';
 export { ToolDispatchError, ToolDispatchErrorCode } from './tool-dispatch.errors.js';

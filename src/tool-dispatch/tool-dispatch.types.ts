@@ -1,3 +1,4 @@
+import type { LimitsPolicy } from './tool-limits.js';
 import type { JsonObject, TaskSupport } from './tool-context.js';
 
 /**
@@ -112,6 +113,8 @@ export interface ToolDescriptor {
   scopes: readonly string[];
   /** The tool's durability declaration, validated and with its defaults (never on the wire). */
   durability: DurabilityPolicy;
+  /** The tool's cluster-wide limits, validated; absent when it declares none (never on the wire). */
+  limits?: LimitsPolicy;
   /** The fields the audit trail stores, validated (never on the wire). */
   audit: AuditPolicy;
 }

@@ -16,6 +16,7 @@ import { ToolDispatchError, ToolDispatchErrorCode } from './tool-dispatch.errors
 import type { PromptArgument, SchemaSource } from './tool-dispatch.types.js';
 import { auditPolicyOf } from './tool-audit.js';
 import { durabilityOf } from './tool-durability.js';
+import { limitsOf } from './tool-limits.js';
 import { UriTemplate } from './uri-template.js';
 import { errorMessage } from '../common/error-message.js';
 
@@ -85,6 +86,7 @@ export class ToolExplorer {
         options.output === undefined
           ? undefined
           : this.compile(compiler, options.output, `${where}: output of tool ${name}`, problems);
+      const limits = limitsOf(options.limits, taskSupport, input?.schema, where, problems);
       const audit = input
         ? auditPolicyOf(
             options.audit,
@@ -112,6 +114,7 @@ export class ToolExplorer {
           taskSupport,
           scopes: Object.freeze([...(options.scopes ?? [])]),
           durability,
+          ...(limits ? { limits } : {}),
           audit,
         },
         input,

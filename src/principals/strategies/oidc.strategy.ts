@@ -3,7 +3,7 @@ import type { Request } from 'express';
 import type { JWTPayload } from 'jose';
 import { looksLikeApiKey } from '../api-keys.service.js';
 import type { Principal } from '../principal.js';
-import { groupNames } from '../identity-claims.js';
+import { groupNames, isIdentityString } from '../identity-claims.js';
 import { AuthFailure, AuthFailureReason } from '../principals.errors.js';
 import { PrincipalsService } from '../principals.service.js';
 import { OidcVerifier } from './oidc-verifier.js';
@@ -59,8 +59,14 @@ export class OidcStrategy extends AuthStrategy('oidc') {
       email: stringClaim(payload, 'email'),
       scopes: scopesOf(payload),
       groups: [...(groups ?? []), ...(roles ?? [])],
+      ...tenantOf(this.config.AUTH_TENANT_CLAIM ? payload[this.config.AUTH_TENANT_CLAIM] : undefined),
       // `exp` is a required claim; streams opened with this token close once it has passed.
       ...(typeof payload.exp === 'number' && { expiresAt: payload.exp * 1000 }),
     });
   }
+}
+
+/** The tenant claim when it names one (an identity string); a claim of another shape is ignored, not trusted. */
+function tenantOf(value: unknown): { tenant?: string } {
+  return isIdentityString(value) ? { tenant: value } : {};
 }

@@ -45,6 +45,9 @@ export class ProxyStrategy extends AuthStrategy('proxy') {
     }
     const email = headerValue(req, this.config.AUTH_PROXY_EMAIL_HEADER);
     const groups = headerValue(req, this.config.AUTH_PROXY_GROUPS_HEADER);
+    const tenant = this.config.AUTH_PROXY_TENANT_HEADER
+      ? headerValue(req, this.config.AUTH_PROXY_TENANT_HEADER)
+      : undefined;
     return this.principals.resolve({
       provider: 'proxy',
       subject: user,
@@ -55,6 +58,7 @@ export class ProxyStrategy extends AuthStrategy('proxy') {
         .split(',')
         .map((g) => g.trim())
         .filter(isIdentityString),
+      ...(isIdentityString(tenant) && tenant.length <= MAX_HEADER_LENGTH && { tenant }),
     });
   }
 }

@@ -16,6 +16,7 @@ import { requestContext } from '../../logging/request-context.js';
 import { TaskMetrics } from '../task-metrics.service.js';
 import { queuedNotice, TASK_QUEUE_CHANNEL } from '../task-queue.js';
 import { TaskQueueRepository } from '../store/task-queue.repository.js';
+import { ToolGates } from '../sharing/tool-gates.service.js';
 import { TaskRunnerService } from './task-runner.service.js';
 import { TasksConfig } from '../tasks.config.js';
 import { UnresolvedLeases } from './unresolved-leases.js';
@@ -83,6 +84,7 @@ export class TaskClaimer
     private readonly instancesConfig: InstancesConfig,
     private readonly metrics: TaskMetrics,
     private readonly unresolved: UnresolvedLeases,
+    private readonly gates: ToolGates,
   ) {}
 
   /** Whether this instance's role runs task work at all (INSTANCE_ROLE all or worker). */
@@ -102,11 +104,13 @@ export class TaskClaimer
   }
 
   /**
-   * Takes a slot for a task this instance is about to lease to itself (creation, resume), if it runs work,
-   * is not draining and has one free. The slot is held until the task's run starts (or `release`).
+   * Takes a slot for a task of `toolName` this instance is about to lease to itself (creation, resume), if it
+   * runs work, is not draining and has one free, and the tool is behind no gate (limits, a pause: its runs
+   * start through the claim, which applies them). The slot is held until the task's run starts (or
+   * `release`).
    */
-  tryReserve(taskId: string): boolean {
-    if (this.slots().free <= 0) return false;
+  tryReserve(taskId: string, toolName?: string): boolean {
+    if ((toolName !== undefined && this.gates.mustQueue(toolName)) || this.slots().free <= 0) return false;
     this.reserved.set(taskId, performance.now());
     return true;
   }
@@ -117,9 +121,9 @@ export class TaskClaimer
     if (this.reserved.delete(taskId) && this.backlog) this.wake();
   }
 
-  /** Whether a new task would get a slot here right now (a read: reserves nothing). */
-  hasFreeSlot(): boolean {
-    return this.slots().free > 0;
+  /** Whether a new task of `toolName` would get a slot here right now (a read: reserves nothing). */
+  hasFreeSlot(toolName: string): boolean {
+    return !this.gates.mustQueue(toolName) && this.slots().free > 0;
   }
 
   onModuleInit(): void {
@@ -133,7 +137,7 @@ export class TaskClaimer
         this.backlog = true;
         const inMs = notice.availableAtMs - Date.now();
         if (inMs <= 0) {
-          this.announced++;
+          this.announced += notice.count;
           this.wake();
         } else this.armTimer(inMs);
       }),
@@ -144,6 +148,7 @@ export class TaskClaimer
       this.runner.onSlotFreed(() => {
         if (this.backlog) this.wake();
       }),
+      this.runner.onRunEnded((tool) => this.gates.runEnded(tool)),
       this.lifecycle.onDrainAnnounced(() => this.clearTimer()),
     );
   }
@@ -229,7 +234,13 @@ export class TaskClaimer
     this.claimingSlots += n;
     let claimed;
     try {
-      claimed = await this.queue.claim(this.instances.instanceId, n, this.config.TASK_LEASE_MS);
+      claimed = await this.queue.claim(
+        this.instances.instanceId,
+        n,
+        this.config.TASK_LEASE_MS,
+        this.gates.limitsOf,
+        this.runner.endedUnwritten(),
+      );
     } catch (err) {
       this.instances.noteDbError();
       this.logger.warn(`claiming queued tasks failed: ${errorMessage(err)}`);

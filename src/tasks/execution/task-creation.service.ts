@@ -9,7 +9,7 @@ import type { CreationLimits } from '../store/creation-limits.js';
 import { TaskCreationRepository, type NewTask } from '../store/task-creation.repository.js';
 import { newTaskId } from '../task-ids.js';
 import { TaskMetrics, type CreationMode } from '../task-metrics.service.js';
-import { QUEUED_MESSAGE } from '../task-queue.js';
+import { pausedMessage, QUEUED_MESSAGE } from '../task-queue.js';
 import type { TaskEra, TaskOutcome, TaskSnapshot } from '../task.types.js';
 import { TaskError, TaskErrorCode } from '../tasks.errors.js';
 import { TasksConfig } from '../tasks.config.js';
@@ -19,6 +19,7 @@ import { TaskClaimer } from './task-claimer.service.js';
 import { RetryableFailure } from './task-retry.js';
 import { TaskRunnerService } from './task-runner.service.js';
 import { UnresolvedLeases } from './unresolved-leases.js';
+import { ToolGates } from '../sharing/tool-gates.service.js';
 
 export interface CreateTaskInput {
   /** The principal id (Principal.id) that will own the task. */
@@ -162,6 +163,7 @@ export class TaskCreationService {
     private readonly metrics: TaskMetrics,
     private readonly finished: FinishedTaskCache,
     private readonly unresolved: UnresolvedLeases,
+    private readonly gates: ToolGates,
   ) {}
 
   /**
@@ -269,7 +271,7 @@ export class TaskCreationService {
   ): Promise<EscalationResult> {
     // No slot here (web role, all busy, draining): the work is not run inline at all, since it could not be
     // kept once the window ran out. It is queued, and answered inline if a worker ends it within the window.
-    if (!this.claimer.hasFreeSlot()) {
+    if (!this.claimer.hasFreeSlot(input.toolName)) {
       const { task } = await this.create({ ...input, mode: 'escalated' }, { placement: 'queue' });
       return this.waitWithin(task, windowMs, signal);
     }
@@ -294,7 +296,7 @@ export class TaskCreationService {
     // An inline call holds no slot; once it becomes a task it must. With none free (a burst of calls
     // escalating together) the inline run is given up and the task queued: it starts again on the first
     // free slot of any instance, and the bound TASK_WORKER_CONCURRENCY holds.
-    const reserved = this.claimer.tryReserve(id);
+    const reserved = this.claimer.tryReserve(id, input.toolName);
     // A first attempt that failed has ended: all that is left of it is the re-queue for its retry (one
     // write, no work), so it is leased here even without a free slot, and the backoff is kept.
     const here = reserved || end.kind === 'threw';
@@ -385,7 +387,7 @@ export class TaskCreationService {
     const row = this.newTask(input, false, spec);
     let here = false;
     const place = (t: NewTask): void => {
-      here = this.claimer.tryReserve(t.id);
+      here = this.claimer.tryReserve(t.id, t.toolName);
       if (here) Object.assign(t, this.placementOf(input, true));
     };
     let task: TaskSnapshot;
@@ -406,7 +408,7 @@ export class TaskCreationService {
    */
   private async keyedOnFreeSlot(input: CreateTaskInput, key: TaskKey, spec: CreationSpec): Promise<Creation> {
     const id = spec.id ?? newTaskId();
-    const here = this.claimer.tryReserve(id);
+    const here = this.claimer.tryReserve(id, input.toolName);
     let made: { task: TaskSnapshot; created: boolean };
     try {
       made = await this.insertKeyed(input, this.newTask(input, here, { ...spec, id }), key);
@@ -484,8 +486,18 @@ export class TaskCreationService {
 
   /** The row a creation inserts: leased to this instance (`here`) or queued. */
   private newTask(input: CreateTaskInput, here: boolean, spec: CreationSpec): NewTask {
+    const args = input.requestParams?.arguments;
+    const sharing = this.gates.queueFields(
+      input.toolName,
+      typeof args === 'object' && args !== null && !Array.isArray(args)
+        ? (args as Record<string, unknown>)
+        : undefined,
+      input.ownerId,
+      input.principal,
+    );
     return {
       ...this.placementOf(input, here),
+      ...sharing,
       id: spec.id ?? newTaskId(),
       ownerId: input.ownerId,
       sessionId: input.sessionId ?? null,
@@ -509,7 +521,10 @@ export class TaskCreationService {
   private placementOf(input: CreateTaskInput, here: boolean): Pick<NewTask, 'instanceId' | 'statusMessage'> {
     return here
       ? { instanceId: this.instances.instanceId, statusMessage: input.statusMessage ?? null }
-      : { instanceId: null, statusMessage: QUEUED_MESSAGE };
+      : {
+          instanceId: null,
+          statusMessage: this.gates.isPaused(input.toolName) ? pausedMessage(input.toolName) : QUEUED_MESSAGE,
+        };
   }
 
   private creationLimits(): CreationLimits {

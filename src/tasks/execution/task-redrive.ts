@@ -34,5 +34,8 @@ export function redriveOf(old: Task, leaseMs: number): NewTask {
     resumable: old.resumable,
     maxAttempts: old.maxAttempts,
     redrivenFrom: old.id,
+    // The same share and limit key as the old task: the claim applies its tool's pause and limits.
+    fairnessKey: old.fairnessKey || old.ownerId,
+    limitKey: old.limitKey,
   };
 }

@@ -91,6 +91,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
   private offResync: (() => void) | undefined;
   private readonly startedListeners = new Set<(taskId: string) => void>();
   private readonly slotListeners = new Set<() => void>();
+  private readonly endedListeners = new Set<(toolName: string) => void>();
 
   constructor(
     private readonly repo: TaskWorkerRepository,
@@ -138,10 +139,29 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
     return working + Math.max(0, writing - this.config.TASK_WORKER_CONCURRENCY);
   }
 
+  /**
+   * Tasks whose run here has returned while its outcome is still being written: they run no more, so the
+   * claim does not count them as running (fair shares, tool limits) although their rows still say so.
+   */
+  endedUnwritten(): string[] {
+    const ids: string[] = [];
+    for (const [id, entry] of this.running) if (entry.settled) ids.push(id);
+    return ids;
+  }
+
   /** Calls `listener(taskId)` whenever a run of this instance is registered (it holds a slot from then on). */
   onRunStarted(listener: (taskId: string) => void): () => void {
     this.startedListeners.add(listener);
     return () => this.startedListeners.delete(listener);
+  }
+
+  /**
+   * Calls `listener(toolName)` whenever a run of this instance has ended and its outcome is written (or
+   * refused): the run no longer counts against its tool's limits anywhere.
+   */
+  onRunEnded(listener: (toolName: string) => void): () => void {
+    this.endedListeners.add(listener);
+    return () => this.endedListeners.delete(listener);
   }
 
   /** Calls `listener()` whenever a run of this instance may have given its slot back (see slotsHeld). */
@@ -493,6 +513,7 @@ export class TaskRunnerService implements OnModuleInit, BeforeApplicationShutdow
         entry.span.end();
         if (this.running.get(task.id) === entry) this.running.delete(task.id);
         this.slotFreed();
+        for (const listener of this.endedListeners) listener(task.toolName);
       });
     return { entry, report };
   }

@@ -19,7 +19,7 @@ import { UnresolvedWriteError } from '../store/unresolved-write.js';
 
 /** Where a task this instance may run takes its worker slot (TaskClaimer). */
 export interface SlotKeeper {
-  tryReserve(taskId: string): boolean;
+  tryReserve(taskId: string, toolName?: string): boolean;
   release(taskId: string): void;
 }
 
@@ -235,7 +235,7 @@ export class UnresolvedLeases implements OnModuleInit, BeforeApplicationShutdown
         fences,
         this.config.TASK_LEASE_MS,
         (task) => {
-          if (this.closing || this.stopped || !slots?.tryReserve(task.id)) return false;
+          if (this.closing || this.stopped || !slots?.tryReserve(task.id, task.toolName)) return false;
           reserved.add(task.id);
           return true;
         },

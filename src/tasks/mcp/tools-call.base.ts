@@ -5,6 +5,8 @@ import type { Era, McpRequestContext } from '../../protocol/request-context.js';
 import { QuotaService } from '../../quotas/quota.service.js';
 import { TaskCreationService } from '../execution/task-creation.service.js';
 import { TasksConfig } from '../tasks.config.js';
+import { ToolGates } from '../sharing/tool-gates.service.js';
+import { TasksService } from '../registry/tasks.service.js';
 import { decideExecution, type CallSignals, type ExecutionDecision } from './execution-decision.js';
 import { countedQuota } from './task-call.js';
 import type { Params } from './task-params.js';
@@ -26,6 +28,8 @@ export abstract class ToolsCallBase implements OnModuleInit {
     protected readonly methods: MethodRegistry,
     protected readonly quotas: QuotaService,
     protected readonly config: TasksConfig,
+    protected readonly gates: ToolGates,
+    protected readonly tasks: TasksService,
   ) {}
 
   onModuleInit(): void {

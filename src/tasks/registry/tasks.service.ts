@@ -1,3 +1,4 @@
+import { ToolGates } from '../sharing/tool-gates.service.js';
 import { Injectable, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import { PgBusService } from '../../bus/pg-bus.service.js';
 import { InstancesService } from '../../instances/instances.service.js';
@@ -77,6 +78,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
      * never change before then). Shared with the outcome recorder, which fills it at the commit.
      */
     private readonly finished: FinishedTaskCache,
+    private readonly gates: ToolGates,
   ) {}
 
   onModuleInit(): void {
@@ -170,6 +172,7 @@ export class TasksService implements OnModuleInit, OnApplicationShutdown {
       r = await this.repo.mergeInputResponses(ownerId, taskId, responses, {
         instanceId: here ? this.instances.instanceId : null,
         leaseMs: this.config.TASK_LEASE_MS,
+        mustQueue: (tool) => this.gates.mustQueue(tool),
       });
     } catch (err) {
       if (here) this.claimer.release(taskId);

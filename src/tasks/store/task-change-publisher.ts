@@ -81,7 +81,17 @@ export class TaskChangePublisher {
    */
   async announceQueued(m: SqlTx, task: TaskSnapshot): Promise<void> {
     if (task.instanceId !== null || task.status !== 'working' || !task.availableAt) return;
-    const notice: QueuedNotice = { taskId: task.id, availableAtMs: task.availableAt.getTime() };
+    const notice: QueuedNotice = { taskId: task.id, availableAtMs: task.availableAt.getTime(), count: 1 };
+    await this.bus.publish(TASK_QUEUE_CHANNEL, { ...notice }, m);
+  }
+
+  /**
+   * Announces, inside `m`, that `count` queued tasks became claimable now at once (a tool limit letting its
+   * waiting tasks go, a resumed tool): one notice for all of them.
+   */
+  async announceReleased(m: SqlTx, firstTaskId: string, count: number): Promise<void> {
+    if (count <= 0) return;
+    const notice: QueuedNotice = { taskId: firstTaskId, availableAtMs: Date.now(), count };
     await this.bus.publish(TASK_QUEUE_CHANNEL, { ...notice }, m);
   }
 }

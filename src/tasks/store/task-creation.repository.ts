@@ -55,6 +55,12 @@ export interface NewTask {
   checkpoint?: string | null;
   /** Its first attempt's number: 2 when an inline run of the call already was attempt 1. */
   attempt?: number;
+  /** Whose share of the workers it runs on (the owner when not given). */
+  fairnessKey?: string;
+  /** Set for tools that declare limits: the per-key value of its arguments ('' without a per-key limit). */
+  limitKey?: string | null;
+  /** Queued behind its paused tool: no available_at until the tool is resumed. */
+  paused?: boolean;
 }
 
 /**
@@ -75,19 +81,20 @@ interface FinishedWrite {
 const INSERT_COLUMNS = `id, owner_id, session_id, era, tool_name, status, status_message, created_at,
   last_updated_at, ttl_ms, expires_at, poll_interval_ms, request_params, instance_id, lease_expires_at,
   trace_context, principal, resumable, max_attempts, idempotency_key, request_hash, redriven_from, available_at,
-  result, error, checkpoint, attempt`;
+  result, error, checkpoint, attempt, fairness_key, limit_key, queue_hold`;
 /** Values one new row takes (see insertValues), and the row they make, from placeholder $offset+1 on. */
-const INSERT_ARITY = 23;
+const INSERT_ARITY = 26;
 function insertTuple(offset: number): string {
   const $ = (n: number): string => `$${n + offset}`;
   // A live row without an instance is queued: no lease, claimable from now on. A finished row ($19 is its
-  // status) has neither instance nor lease and is never claimable, as a run's outcome leaves it.
+  // status) has neither instance nor lease and is never claimable, as a run's outcome leaves it. A queued row
+  // held by its paused tool ($26) has no available_at until the tool is resumed.
   return `(${$(1)}, ${$(2)}, ${$(3)}, ${$(4)}, ${$(5)}, ${$(19)}, ${$(6)}, ${NOW_MS}, ${NOW_MS}, ${$(7)}::int,
            ${NOW_MS} + ${$(7)}::int * interval '1 millisecond', ${$(8)}, ${$(9)}::jsonb, ${$(10)}::uuid,
            CASE WHEN ${$(10)}::uuid IS NULL THEN NULL ELSE now() + ${$(11)}::int * interval '1 millisecond' END,
            ${$(12)}::jsonb, ${$(13)}::jsonb, ${$(14)}::boolean, ${$(15)}::int, ${$(16)}, ${$(17)}, ${$(18)},
-           CASE WHEN ${$(10)}::uuid IS NULL AND ${$(19)} = 'working' THEN now() ELSE NULL END,
-           ${$(20)}::jsonb, ${$(21)}::jsonb, ${$(22)}::jsonb, ${$(23)}::int)`;
+           CASE WHEN ${$(10)}::uuid IS NULL AND ${$(19)} = 'working' AND ${$(26)}::text IS NULL THEN now() END,
+           ${$(20)}::jsonb, ${$(21)}::jsonb, ${$(22)}::jsonb, ${$(23)}::int, ${$(24)}, ${$(25)}, ${$(26)}::text)`;
 }
 function insertValues(t: NewTask, finished?: FinishedWrite): unknown[] {
   return [
@@ -115,6 +122,9 @@ function insertValues(t: NewTask, finished?: FinishedWrite): unknown[] {
     finished?.status === 'failed' ? finished.payload : null,
     t.checkpoint ?? null,
     t.attempt ?? 1,
+    t.fairnessKey ?? t.ownerId,
+    t.limitKey ?? null,
+    !finished && t.instanceId === null && t.paused ? 'paused' : null,
   ];
 }
 /** INSERT of `n` rows (a commit group's creations are one statement), each with its expiry reading. */

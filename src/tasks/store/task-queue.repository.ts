@@ -1,6 +1,10 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import type { PreparedStatement } from '../../database/prepared-query.js';
+import { AdvisoryLockKey } from '../../database/advisory-locks.js';
+import type { SqlTx } from '../../database/sql-transaction.js';
+import type { LimitsPolicy } from '../../tool-dispatch/tool-limits.js';
+import { pausedMessage } from '../task-queue.js';
 import { TaskChangePublisher } from './task-change-publisher.js';
 import { bySession, NOW_MS, rowToSnapshot, SNAPSHOT_COLUMNS, toNumber, type Row } from './task-row.mapper.js';
 import { TaskTransactions } from './task-transactions.js';
@@ -31,26 +35,119 @@ export interface QueueDepth {
 /** The running-attempt text a claimed re-run shows (a first run shows none). */
 const RUNNING_MESSAGE = `CASE WHEN t.attempt > 1 THEN 'Running attempt ' || t.attempt ELSE NULL END`;
 
+/** Queued: working, on no instance (the predicate of task_queue_fair_idx). */
+const QUEUED = `status = 'working' AND instance_id IS NULL`;
+
 /**
- * The claim of queued work (working, no instance, available_at reached, ttl not run out): one statement that
- * takes up to `n` rows in available_at order under FOR UPDATE SKIP LOCKED (task_claim_idx), so concurrent
- * claimers on any number of instances never take the same row and never wait for one another's rows. A row
- * past created + ttl is left for lazy expiry and the janitor, which fail it as expired.
+ * The fair pick, run right after the claim lock in the same round trip (its own statement, so its snapshot
+ * sees every claim that committed before the lock was granted). Up to $1 claimable tasks, in the order fair
+ * sharing gives slots out: the fairness key with the fewest tasks running across the cluster first, each
+ * task picked counting as one more running for its key, ties to the oldest available_at. It steps from one
+ * fairness key to the next on task_queue_fair_idx (a loose index scan: one probe per key with queued work),
+ * reads each key's oldest $1 claimable rows from the same index, and counts each such key's running tasks
+ * on task_running_fair_idx: the rest of the queue is never read. The tasks in $2 ran here and returned;
+ * their outcomes are being written, so they no longer count as running. With TASK_FAIR_SHARE=off every task has
+ * the key '', which makes this first come, first served.
  */
-const CLAIM: PreparedStatement = {
-  name: 'mcp_task_claim',
+const FAIR_PICK = `WITH RECURSIVE keys(k) AS (
+    (SELECT fairness_key FROM task WHERE ${QUEUED} ORDER BY fairness_key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT fairness_key FROM task WHERE ${QUEUED} AND fairness_key > keys.k ORDER BY fairness_key LIMIT 1)
+      FROM keys WHERE keys.k IS NOT NULL),
+  cand AS (
+    SELECT c.id, c.tool_name, c.limit_key, c.available_at, keys.k,
+           row_number() OVER (PARTITION BY keys.k ORDER BY c.available_at, c.id) AS r
+      FROM keys CROSS JOIN LATERAL (
+        SELECT id, tool_name, limit_key, available_at FROM task
+         WHERE fairness_key = keys.k AND ${QUEUED} AND available_at <= now() AND expires_at > now()
+         ORDER BY available_at LIMIT $1) c
+     WHERE keys.k IS NOT NULL),
+  running AS (
+    SELECT d.k, (SELECT count(*) FROM task WHERE fairness_key = d.k AND status = 'working'
+                   AND instance_id IS NOT NULL AND id <> ALL($2::text[])) AS n
+      FROM (SELECT DISTINCT k FROM cand) d)
+  SELECT cand.id, cand.tool_name, cand.limit_key,
+         (SELECT coalesce(array_agg(tool_name), '{}') FROM tool_queue WHERE paused) AS paused_tools
+    FROM cand JOIN running USING (k)
+   ORDER BY running.n + cand.r, cand.available_at, cand.id
+   LIMIT $1`;
+
+/** Leases the picked tasks to $1 (the claim lock is held: nothing else claims them meanwhile). */
+const CLAIM_PICKED: PreparedStatement = {
+  name: 'mcp_task_claim_picked',
   text: `WITH picked AS MATERIALIZED (
     SELECT id AS picked_id, available_at AS was_available_at FROM task
-     WHERE status = 'working' AND instance_id IS NULL AND available_at <= now() AND expires_at > now()
-     ORDER BY available_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+     WHERE id = ANY($2::text[]) AND ${QUEUED} AND available_at <= now() FOR UPDATE)
   UPDATE task t SET instance_id = $1, lease_expires_at = now() + $3::int * interval '1 millisecond',
-         generation = t.generation + 1, available_at = NULL, status_message = ${RUNNING_MESSAGE},
+         generation = t.generation + 1, available_at = NULL, queue_hold = NULL, status_message = ${RUNNING_MESSAGE},
          last_updated_at = ${NOW_MS}
     FROM picked WHERE t.id = picked.picked_id
   RETURNING ${SNAPSHOT_COLUMNS}, t.checkpoint, t.principal,
             greatest(0, extract(epoch FROM (now() - picked.was_available_at)) * 1000)::float8 AS waited_ms,
             pg_current_xact_id()::text AS xact`,
 };
+
+/**
+ * What the limits of the tools among the picked tasks have in use, under the claim lock: their runs (leased,
+ * lease not lapsed: a dead instance's runs stop counting the moment their lease lapses) by limit key, with
+ * the earliest lapse; and, for tools with a rate ($2 tools, $3 intervals), the starts inside the interval,
+ * with the first of them (the starts before it are deleted here: nothing counts them any more).
+ */
+const LIMITS_IN_USE: PreparedStatement = {
+  name: 'mcp_task_limits_in_use',
+  text: `WITH rates AS (SELECT * FROM unnest($2::text[], $3::int[]) AS r(tool, ms)),
+  gone AS (DELETE FROM tool_run_start s USING rates
+            WHERE s.tool_name = rates.tool AND s.started_at <= now() - rates.ms * interval '1 millisecond')
+  SELECT 'run' AS kind, tool_name, limit_key, count(*)::int AS n, min(lease_expires_at) AS at FROM task
+   WHERE status = 'working' AND instance_id IS NOT NULL AND limit_key IS NOT NULL
+     AND tool_name = ANY($1::text[]) AND lease_expires_at > now() AND id <> ALL($4::text[])
+   GROUP BY tool_name, limit_key
+  UNION ALL
+  SELECT 'start', s.tool_name, NULL, count(*)::int, min(s.started_at) + min(rates.ms) * interval '1 millisecond'
+    FROM tool_run_start s JOIN rates ON s.tool_name = rates.tool
+   WHERE s.started_at > now() - rates.ms * interval '1 millisecond'
+   GROUP BY s.tool_name`,
+};
+
+/**
+ * Holds the queued tasks of tool $1 (those of limit key $2 only, when given) that a limit keeps from running,
+ * until $3 (when the limit's earliest run lease lapses, or its rate interval frees a start): they leave the
+ * claimable part of the queue, so the next claims do not read them again; a run of the tool ending anywhere
+ * lets them go at once (releaseLimitHolds). The statusMessage says which limit; a row whose message changes
+ * is returned, to be published.
+ */
+const HOLD_LIMITED: PreparedStatement = {
+  name: 'mcp_task_hold_limited',
+  text: `WITH held AS (
+    SELECT id AS held_id, status_message AS was FROM task
+     WHERE tool_name = $1 AND limit_key IS NOT NULL AND ($2::text IS NULL OR limit_key = $2) AND ${QUEUED}
+       AND available_at <= now() FOR UPDATE)
+  UPDATE task t SET queue_hold = 'limit', available_at = greatest($3::timestamptz, now() + interval '1 millisecond'), status_message = $4,
+         last_updated_at = CASE WHEN held.was IS DISTINCT FROM $4 THEN ${NOW_MS} ELSE t.last_updated_at END
+    FROM held WHERE t.id = held.held_id
+  RETURNING ${SNAPSHOT_COLUMNS}, held.was IS DISTINCT FROM $4 AS changed`,
+};
+
+/** Holds picked tasks of a paused tool (created as the pause committed): no available_at until resumed. */
+const HOLD_PAUSED: PreparedStatement = {
+  name: 'mcp_task_hold_paused',
+  text: `UPDATE task t SET queue_hold = 'paused', available_at = NULL, status_message = $2,
+         last_updated_at = ${NOW_MS}
+   WHERE t.id = ANY($1::text[]) AND t.status = 'working' AND t.instance_id IS NULL
+  RETURNING ${SNAPSHOT_COLUMNS}`,
+};
+
+/** Records run starts of tools that declare a rate (one row per start). */
+const RECORD_STARTS: PreparedStatement = {
+  name: 'mcp_task_record_starts',
+  text: `INSERT INTO tool_run_start (tool_name) SELECT unnest($1::text[])`,
+};
+
+/** A limit's declaration, as the claim applies it (the tool's LimitsPolicy). */
+export type ClaimLimits = (tool: string) => LimitsPolicy | undefined;
+
+/** The most pick rounds one claim makes when limits hold what it picked (each round holds what it skips). */
+const MAX_PICK_ROUNDS = 8;
 
 /**
  * The queue every instance claims from (TaskClaimer): the claim and the queue's depth. Queued rows are
@@ -67,34 +164,111 @@ export class TaskQueueRepository {
   ) {}
 
   /**
-   * Claims up to `n` claimable tasks for `instanceId`, oldest available_at first: each is leased for
-   * `leaseMs`, its generation bumped, available_at cleared, and the change published (in session order, the
-   * order every task transaction publishes in). A COMMIT whose answer was lost is looked up (knownTx), so a
-   * claim that landed is run rather than left for its lease to lapse.
+   * Claims up to `n` claimable tasks for `instanceId`, fairly (FAIR_PICK) and within the limits the tools
+   * declare (`limits`) and their queues' pauses: each is leased for `leaseMs`, its generation bumped,
+   * available_at cleared, and the change published (in session order, the order every task transaction
+   * publishes in). Claims on every instance take turns on the claim lock, so the running counts each one
+   * reads include every earlier claim. A task a limit or a pause keeps from running is held instead (its
+   * statusMessage says why) and another is picked in its place. A COMMIT whose answer was lost is looked up
+   * (knownTx), so a claim that landed is run rather than left for its lease to lapse.
    */
-  async claim(instanceId: string, n: number, leaseMs: number): Promise<ClaimedTask[]> {
+  async claim(
+    instanceId: string,
+    n: number,
+    leaseMs: number,
+    limits: ClaimLimits = () => undefined,
+    ended: readonly string[] = [],
+  ): Promise<ClaimedTask[]> {
     if (n <= 0) return [];
+    const want = Math.floor(n);
     return this.transactions.knownTx(async (m) => {
-      // Sent with BEGIN in one round trip (first): a claim is two round trips with its COMMIT.
-      const rows = await m.first<Row>(CLAIM, [instanceId, Math.floor(n), Math.floor(leaseMs)]);
-      if (rows.length === 0) return [];
-      this.transactions.noteXact(m, rows[0].xact as string);
-      const claimed = rows.map((r) => ({
-        task: rowToSnapshot(r),
-        checkpoint: r.checkpoint ?? null,
-        principal: (r.principal as Record<string, unknown> | null) ?? null,
-        waitedMs: toNumber(r.waited_ms),
-      }));
-      claimed.sort((a, b) => bySession(a.task, b.task));
-      for (const c of claimed) {
-        await this.publisher.publish(m, c.task, 'working', {
-          kind: 'task.attempt',
-          actor: 'worker',
-          detail: { start: 'claimed', waitedMs: Math.round(c.waitedMs) },
-        });
+      const claimed: ClaimedTask[] = [];
+      // Tasks held (their statusMessage changed), published with the claimed ones in session order.
+      const held: TaskSnapshot[] = [];
+      const usage = new LimitUsage(limits, leaseMs, ended);
+      for (let round = 0; round < MAX_PICK_ROUNDS && claimed.length < want; round++) {
+        const picked = await this.pick(m, round, want - claimed.length, ended);
+        if (picked.length === 0) break;
+        await usage.load(m, picked);
+        const paused = new Set((picked[0].paused_tools as string[] | null) ?? []);
+        const admitted: string[] = [];
+        const starts: string[] = [];
+        const holds = new Map<string, Hold>();
+        const pausedRows: Row[] = [];
+        for (const r of picked) {
+          const tool = r.tool_name as string;
+          if (paused.has(tool)) {
+            pausedRows.push(r);
+            continue;
+          }
+          const policy = r.limit_key === null ? undefined : limits(tool);
+          const hold = policy ? usage.admit(tool, r.limit_key as string, policy) : undefined;
+          if (hold) holds.set(`${hold.tool}\u0000${hold.key ?? '\u0001all'}`, hold);
+          else {
+            admitted.push(r.id as string);
+            if (policy?.rate) starts.push(tool);
+          }
+        }
+        // Leased before the holds, which take every claimable task of the tool (or key) they hold.
+        if (admitted.length > 0) claimed.push(...(await this.lease(m, instanceId, admitted, leaseMs)));
+        if (starts.length > 0) await m.prepared(RECORD_STARTS, [starts]);
+        for (const r of pausedRows) {
+          const rows = await m.prepared<Row>(HOLD_PAUSED, [[r.id], pausedMessage(r.tool_name as string)]);
+          held.push(...rows.map(rowToSnapshot));
+        }
+        for (const hold of holds.values()) {
+          const rows = await m.prepared<Row>(HOLD_LIMITED, [hold.tool, hold.key, hold.until, hold.message]);
+          held.push(...rows.filter((x) => x.changed === true).map(rowToSnapshot));
+        }
+        // Nothing held: the pick found all there was to find.
+        if (pausedRows.length === 0 && holds.size === 0) break;
       }
-      return claimed;
+      const changes = [
+        ...claimed.map((c) => ({ task: c.task, waitedMs: c.waitedMs })),
+        ...held.map((task) => ({ task, waitedMs: null })),
+      ].sort((a, b) => bySession(a.task, b.task));
+      for (const c of changes) {
+        const audit =
+          c.waitedMs === null
+            ? undefined
+            : {
+                kind: 'task.attempt' as const,
+                actor: 'worker' as const,
+                detail: { start: 'claimed', waitedMs: Math.round(c.waitedMs) },
+              };
+        await this.publisher.publish(m, c.task, 'working', audit);
+      }
+      return claimed.sort((a, b) => bySession(a.task, b.task));
     });
+  }
+
+  /**
+   * One fair pick of up to `n` tasks. The first takes the claim lock: with BEGIN, in one round trip (first),
+   * the lock and the pick being two statements, so the pick's snapshot is taken once the lock is granted.
+   */
+  private pick(m: SqlTx, round: number, n: number, ended: readonly string[]): Promise<Row[]> {
+    // As an array literal: the first pick's values are inlined into its text, where an array has no form.
+    const endedIds = `{${ended.map((id) => `"${id.replace(/["\\]/g, (c) => `\\${c}`)}"`).join(',')}}`;
+    if (round > 0) return m.query<Row>(FAIR_PICK, [n, endedIds]);
+    return m.first<Row>(
+      {
+        name: 'mcp_task_claim_pick',
+        text: `SELECT pg_advisory_xact_lock(${AdvisoryLockKey.TaskClaim}); ${FAIR_PICK}`,
+      },
+      [n, endedIds],
+    );
+  }
+
+  /** Leases the admitted tasks to `instanceId` (CLAIM_PICKED). */
+  private async lease(m: SqlTx, instanceId: string, ids: string[], leaseMs: number): Promise<ClaimedTask[]> {
+    const rows = await m.prepared<Row>(CLAIM_PICKED, [instanceId, ids, Math.floor(leaseMs)]);
+    if (rows.length > 0) this.transactions.noteXact(m, rows[0].xact as string);
+    return rows.map((r) => ({
+      task: rowToSnapshot(r),
+      checkpoint: r.checkpoint ?? null,
+      principal: (r.principal as Record<string, unknown> | null) ?? null,
+      waitedMs: toNumber(r.waited_ms),
+    }));
   }
 
   /** The queue's depth (all instances), read on task_claim_idx, with the database clock's view of "due". */
@@ -112,4 +286,120 @@ export class TaskQueueRepository {
       nextDelayedInMs: r.next_ms === null || r.next_ms === undefined ? null : toNumber(r.next_ms),
     };
   }
+}
+
+/** Why picked tasks of a tool wait, and until when they are looked at again. */
+interface Hold {
+  tool: string;
+  /** The limit key the hold is for; null: every queued task of the tool. */
+  key: string | null;
+  until: Date;
+  message: string;
+}
+
+/**
+ * The runs and starts the limits of some tools have in use, read once per claim under the claim lock and
+ * counted up as the claim admits tasks, so one claim never admits past a limit either.
+ */
+class LimitUsage {
+  private readonly runs = new Map<string, number>();
+  private readonly byKey = new Map<string, number>();
+  private readonly starts = new Map<string, number>();
+  private readonly firstLapse = new Map<string, Date>();
+  private readonly keyLapse = new Map<string, Date>();
+  private readonly nextStart = new Map<string, Date>();
+  private readonly loaded = new Set<string>();
+
+  constructor(
+    private readonly limits: ClaimLimits,
+    private readonly leaseMs: number,
+    private readonly ended: readonly string[],
+  ) {}
+
+  /** Reads what is in use for the limited tools among `picked` not read yet in this claim. */
+  async load(m: SqlTx, picked: Row[]): Promise<void> {
+    const tools = [
+      ...new Set(
+        picked
+          .filter((r) => r.limit_key !== null && this.limits(r.tool_name as string) !== undefined)
+          .map((r) => r.tool_name as string),
+      ),
+    ].filter((t) => !this.loaded.has(t));
+    if (tools.length === 0) return;
+    const rated = tools.filter((t) => this.limits(t)?.rate);
+    const rows = await m.prepared<Row>(LIMITS_IN_USE, [
+      tools,
+      rated,
+      rated.map((t) => this.limits(t)?.rate?.intervalMs ?? 1),
+      this.ended,
+    ]);
+    for (const t of tools) this.loaded.add(t);
+    for (const r of rows) {
+      const tool = r.tool_name as string;
+      const n = toNumber(r.n);
+      const at = r.at as Date;
+      if (r.kind === 'start') {
+        this.starts.set(tool, n);
+        this.nextStart.set(tool, at);
+        continue;
+      }
+      const key = `${tool}\u0000${r.limit_key as string}`;
+      this.runs.set(tool, (this.runs.get(tool) ?? 0) + n);
+      this.byKey.set(key, n);
+      const first = this.firstLapse.get(tool);
+      if (!first || at < first) this.firstLapse.set(tool, at);
+      this.keyLapse.set(key, at);
+    }
+  }
+
+  /**
+   * Admits one run of `tool` with limit key `key` (counting it) or says which limit holds it. A hold until a
+   * lapse is looked at again then at the latest; a run of the tool ending anywhere lets it go sooner.
+   */
+  admit(tool: string, key: string, policy: LimitsPolicy): Hold | undefined {
+    const k = `${tool}\u0000${key}`;
+    const running = this.runs.get(tool) ?? 0;
+    // Held behind runs admitted by this claim alone: those leases lapse a lease from now at the earliest.
+    const soon = (): Date => new Date(Date.now() + this.leaseMs);
+    if (policy.concurrency !== undefined && running >= policy.concurrency) {
+      return {
+        tool,
+        key: null,
+        until: this.firstLapse.get(tool) ?? soon(),
+        message: `Queued: waiting for the limit of ${policy.concurrency} ${runsWord(policy.concurrency)} of ${tool} at once`,
+      };
+    }
+    if (policy.perKey && (this.byKey.get(k) ?? 0) >= policy.perKey.concurrency) {
+      const c = policy.perKey.concurrency;
+      return {
+        tool,
+        key,
+        until: this.keyLapse.get(k) ?? soon(),
+        message: `Queued: waiting for the limit of ${c} ${runsWord(c)} of ${tool} at once per ${policy.perKey.argument}`,
+      };
+    }
+    if (policy.rate && (this.starts.get(tool) ?? 0) >= policy.rate.starts) {
+      return {
+        tool,
+        key: null,
+        until: this.nextStart.get(tool) ?? soon(),
+        message: `Queued: waiting for the limit of ${policy.rate.starts} ${startsWord(policy.rate.starts)} of ${tool} per ${policy.rate.intervalMs} ms`,
+      };
+    }
+    this.runs.set(tool, running + 1);
+    this.byKey.set(k, (this.byKey.get(k) ?? 0) + 1);
+    if (policy.rate) {
+      this.starts.set(tool, (this.starts.get(tool) ?? 0) + 1);
+      if (!this.nextStart.has(tool)) this.nextStart.set(tool, new Date(Date.now() + policy.rate.intervalMs));
+    }
+    return undefined;
+  }
+}
+
+function runsWord(n: number): string {
+  return n === 1 ? 'run' : 'runs';
+}
+
+function startsWord(n: number): string {
+  return n === 1 ? 'start' : 'starts';
 }

@@ -154,7 +154,7 @@ export class TasksRepository {
     ownerId: string,
     id: string,
     responses: Record<string, unknown>,
-    resume: { instanceId: string | null; leaseMs: number },
+    resume: { instanceId: string | null; leaseMs: number; mustQueue?: (toolName: string) => boolean },
   ): Promise<MergeResult | null> {
     return this.transactions.knownTx(async (m) => {
       const locked = await this.writer.lock(m, id, ownerId);
@@ -186,7 +186,8 @@ export class TasksRepository {
         );
         return { task, accepted, ignored, resumed: false };
       }
-      if (resume.instanceId === null) {
+      // A tool behind a gate (limits, a paused queue) resumes through the claim, which applies it.
+      if (resume.instanceId === null || resume.mustQueue?.(current.toolName) === true) {
         const task = await this.resumeIntoQueue(m, current, inputResponses);
         return { task, accepted, ignored, resumed: true };
       }

@@ -1,6 +1,7 @@
 import { DiscoveryService } from '@nestjs/core';
 import type { TaskSupport, ToolAuditFields, ToolDurability } from '../tool-context.js';
 import type { SchemaSource, ToolAnnotations } from '../tool-dispatch.types.js';
+import type { ToolLimits } from '../tool-limits.js';
 
 export interface McpToolOptions {
   /** Unique across the server; `^[A-Za-z0-9_.-]{1,128}$`. */
@@ -18,6 +19,11 @@ export interface McpToolOptions {
   taskSupport?: TaskSupport;
   /** Retries, resumability and expected run length of the work when it runs as a task (tool-authoring.md). */
   durability?: ToolDurability;
+  /**
+   * How many of its runs the cluster may have at once, per key of its arguments, and per interval
+   * (tool-authoring.md, "Sharing the queue"). A call over a limit waits as a task.
+   */
+  limits?: ToolLimits;
   /**
    * Fields of the arguments and the structured result the audit trail stores (redacted); everything else is
    * recorded as its size and sha256 only (tool-authoring.md).

@@ -3,6 +3,7 @@ import { CoreResourcesService } from './core-resources.service.js';
 import { CoreToolsService } from './core-tools.service.js';
 import { DurableToolsService } from './durable-tools.service.js';
 import { InputRequiredToolsService } from './input-required-tools.service.js';
+import { LimitedToolsService } from './limited-tools.service.js';
 import { TaskToolsService } from './task-tools.service.js';
 
 /**
@@ -11,13 +12,14 @@ import { TaskToolsService } from './task-tools.service.js';
  * gateway's, since it needs transport hooks.
  */
 @Module({
-  // The durable-execution fixtures come last: the tools before them keep their places in tools/list.
+  // The durable-execution fixtures, then the queue-sharing one, come last: the tools before them keep their places in tools/list.
   providers: [
     CoreToolsService,
     CoreResourcesService,
     InputRequiredToolsService,
     TaskToolsService,
     DurableToolsService,
+    LimitedToolsService,
   ],
 })
 export class ConformanceModule {}

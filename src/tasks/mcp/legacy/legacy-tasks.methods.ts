@@ -13,9 +13,39 @@ import { TasksService } from '../../registry/tasks.service.js';
 import { taskIdOf, type Params } from '../task-params.js';
 import { TOOL_ERROR_RESULT } from '../task-tool-runner.service.js';
 import { legacyTask } from '../task-wire.js';
+import type { TaskSnapshot } from '../../task.types.js';
 
 /** The error a legacy tasks/result gives for a task that ended cancelled (documented in the README). */
 export const TASK_CANCELLED_CODE = -32000;
+
+/**
+ * What a finished task answers as the tools/call it stood for (tasks/result; a plain call of a tool behind
+ * a gate, run through the queue): its CallToolResult, the tool's error result, or the JSON-RPC error it
+ * failed with; `meta` is added to the result's _meta.
+ */
+export function legacyCallResult(t: TaskSnapshot, meta: Record<string, unknown>): Record<string, unknown> {
+  if (t.status === 'completed') {
+    const result = t.result ?? { content: [] };
+    const own = isJsonObject(result._meta) ? result._meta : {};
+    return {
+      ...result,
+      ...(Object.keys(meta).length > 0 || result._meta ? { _meta: { ...own, ...meta } } : {}),
+    };
+  }
+  if (t.status === 'failed') {
+    const e = t.error ?? { code: JSONRPC.INTERNAL_ERROR, message: 'Task failed' };
+    const toolResult = isJsonObject(e.data) ? e.data[TOOL_ERROR_RESULT] : undefined;
+    if (isJsonObject(toolResult)) {
+      const own = isJsonObject(toolResult._meta) ? toolResult._meta : {};
+      return {
+        ...toolResult,
+        ...(Object.keys(meta).length > 0 || toolResult._meta ? { _meta: { ...own, ...meta } } : {}),
+      };
+    }
+    throw new McpProtocolError(e.code, e.message, e.data);
+  }
+  throw new McpProtocolError(TASK_CANCELLED_CODE, 'Task was cancelled', { taskId: t.id, status: t.status });
+}
 
 /** tasks/get, tasks/result, tasks/list and tasks/cancel of the legacy era (2025-11-25, core tasks). */
 @Injectable()
@@ -78,24 +108,8 @@ export class LegacyTasksMethods implements OnModuleInit {
           'The task is still running; call tasks/result again',
           { taskId, status: waited.task.status },
         );
-      case 'terminal': {
-        const t = waited.task;
-        if (t.status === 'completed') {
-          const result = t.result ?? { content: [] };
-          const meta = isJsonObject(result._meta) ? result._meta : {};
-          return { ...result, _meta: { ...meta, ...related } };
-        }
-        if (t.status === 'failed') {
-          const e = t.error ?? { code: JSONRPC.INTERNAL_ERROR, message: 'Task failed' };
-          const toolResult = isJsonObject(e.data) ? e.data[TOOL_ERROR_RESULT] : undefined;
-          if (isJsonObject(toolResult)) {
-            const meta = isJsonObject(toolResult._meta) ? toolResult._meta : {};
-            return { ...toolResult, _meta: { ...meta, ...related } };
-          }
-          throw new McpProtocolError(e.code, e.message, e.data);
-        }
-        throw new McpProtocolError(TASK_CANCELLED_CODE, 'Task was cancelled', { taskId, status: t.status });
-      }
+      case 'terminal':
+        return legacyCallResult(waited.task, related);
     }
   }
 
