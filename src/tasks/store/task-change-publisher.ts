@@ -86,12 +86,18 @@ export class TaskChangePublisher {
   }
 
   /**
-   * Announces, inside `m`, that `count` queued tasks became claimable now at once (a tool limit letting its
-   * waiting tasks go, a resumed tool): one notice for all of them.
+   * Announces, inside `m`, that `count` queued tasks become claimable at once, now or at `availableAtMs` (a
+   * tool limit letting its waiting tasks go, a resumed tool, a limit holding tasks until a lease lapses):
+   * one notice for all of them.
    */
-  async announceReleased(m: SqlTx, firstTaskId: string, count: number): Promise<void> {
+  async announceReleased(
+    m: SqlTx,
+    firstTaskId: string,
+    count: number,
+    availableAtMs: number = Date.now(),
+  ): Promise<void> {
     if (count <= 0) return;
-    const notice: QueuedNotice = { taskId: firstTaskId, availableAtMs: Date.now(), count };
+    const notice: QueuedNotice = { taskId: firstTaskId, availableAtMs, count };
     await this.bus.publish(TASK_QUEUE_CHANNEL, { ...notice }, m);
   }
 }

@@ -219,6 +219,10 @@ export class TaskQueueRepository {
         for (const hold of holds.values()) {
           const rows = await m.prepared<Row>(HOLD_LIMITED, [hold.tool, hold.key, hold.until, hold.message]);
           held.push(...rows.filter((x) => x.changed === true).map(rowToSnapshot));
+          // Every claimer arms its timer for when the hold ends (a lapse is exact only if it is looked at).
+          if (rows.length > 0) {
+            await this.publisher.announceReleased(m, rows[0].id as string, rows.length, hold.until.getTime());
+          }
         }
         // Nothing held: the pick found all there was to find.
         if (pausedRows.length === 0 && holds.size === 0) break;
