@@ -137,27 +137,38 @@ export function rpcResult(answer, what) {
   return answer.json.result;
 }
 
-/** A 2025-11-25 request through `agent`, in session `sid` when given; resolves to its result. */
-export async function legacyRpc(agent, url, sid, method, params) {
-  const headers = { 'mcp-protocol-version': LEGACY_VERSION, ...(sid ? { 'mcp-session-id': sid } : {}) };
+/**
+ * A 2025-11-25 request through `agent`, in session `sid` when given; resolves to its result. `extra` headers
+ * (a principal's credentials) go with it.
+ */
+export async function legacyRpc(agent, url, sid, method, params, extra = {}) {
+  const headers = { ...extra, 'mcp-protocol-version': LEGACY_VERSION, ...(sid ? { 'mcp-session-id': sid } : {}) };
   return rpcResult(await postRpc(agent, url, { jsonrpc: '2.0', id: nextRpcId(), method, params }, headers), method);
 }
 
-/** initialize + notifications/initialized over `agent`; resolves to the Mcp-Session-Id. */
-export async function openLegacySession(agent, url, clientName = 'bench') {
-  const init = await postRpc(agent, url, {
-    jsonrpc: '2.0',
-    id: nextRpcId(),
-    method: 'initialize',
-    params: { protocolVersion: LEGACY_VERSION, capabilities: {}, clientInfo: { name: clientName, version: '1.0.0' } },
-  });
+/**
+ * initialize + notifications/initialized over `agent`; resolves to the Mcp-Session-Id. `extra` headers (a
+ * principal's credentials) go with both: a session belongs to the principal that opened it.
+ */
+export async function openLegacySession(agent, url, clientName = 'bench', extra = {}) {
+  const init = await postRpc(
+    agent,
+    url,
+    {
+      jsonrpc: '2.0',
+      id: nextRpcId(),
+      method: 'initialize',
+      params: { protocolVersion: LEGACY_VERSION, capabilities: {}, clientInfo: { name: clientName, version: '1.0.0' } },
+    },
+    extra,
+  );
   rpcResult(init, 'initialize');
   const sid = init.headers['mcp-session-id'];
   const ack = await postRpc(
     agent,
     url,
     { jsonrpc: '2.0', method: 'notifications/initialized' },
-    { 'mcp-session-id': sid, 'mcp-protocol-version': LEGACY_VERSION },
+    { ...extra, 'mcp-session-id': sid, 'mcp-protocol-version': LEGACY_VERSION },
   );
   if (ack.status !== 202) throw new Error(`notifications/initialized: HTTP ${ack.status}`);
   return sid;
