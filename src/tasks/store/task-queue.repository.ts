@@ -37,19 +37,31 @@ const RUNNING_MESSAGE = `CASE WHEN t.attempt > 1 THEN 'Running attempt ' || t.at
 
 /** Queued: working, on no instance (the predicate of task_queue_fair_idx). */
 const QUEUED = `status = 'working' AND instance_id IS NULL`;
+const QUEUED_T = `t.status = 'working' AND t.instance_id IS NULL`;
+/** SNAPSHOT_COLUMNS of the row `t` (the fair claim's UPDATE reads another relation with columns of its own). */
+const SNAPSHOT_COLUMNS_T = SNAPSHOT_COLUMNS.split(',')
+  .map((c) => `t.${c.trim()}`)
+  .join(', ');
 
 /**
- * The fair pick, run right after the claim lock in the same round trip (its own statement, so its snapshot
- * sees every claim that committed before the lock was granted). Up to $1 claimable tasks, in the order fair
- * sharing gives slots out: the fairness key with the fewest tasks running across the cluster first, each
- * task picked counting as one more running for its key, ties to the oldest available_at. It steps from one
- * fairness key to the next on task_queue_fair_idx (a loose index scan: one probe per key with queued work),
- * reads each key's oldest $1 claimable rows from the same index, and counts each such key's running tasks
- * on task_running_fair_idx: the rest of the queue is never read. The tasks in $2 ran here and returned;
- * their outcomes are being written, so they no longer count as running. With TASK_FAIR_SHARE=off every task has
- * the key '', which makes this first come, first served.
+ * The fair pick and the lease of what it may lease, in one statement run under the claim lock (after it:
+ * its snapshot sees every claim that committed before the lock was granted). Up to $1 claimable tasks, in
+ * the order fair sharing gives slots out: the fairness key with the fewest tasks running across the cluster
+ * first, each task picked counting as one more running for its key, ties to the oldest available_at. It
+ * steps from one fairness key to the next on task_queue_fair_idx (a loose index scan: one probe per key with
+ * queued work), reads each key's oldest $1 claimable rows from the same index, and counts each such key's
+ * running tasks on task_running_fair_idx (only when several keys have work: with one, the counts cannot
+ * change the order): the rest of the queue is never read. The tasks in $2 ran here and
+ * returned; their outcomes are being written, so they no longer count as running. With TASK_FAIR_SHARE=off
+ * every task has the key '', which makes this first come, first served.
+ *
+ * Picked tasks behind no gate are leased to $3 for $4 ms (generation bumped: every earlier run is fenced
+ * out). Those of a paused tool or of a tool that declares limits are returned in `gated`, for the claim to
+ * judge. One row always comes back: a leased task, or nulls when none was leased.
  */
-const FAIR_PICK = `WITH RECURSIVE keys(k) AS (
+const CLAIM_FAIRLY: PreparedStatement = {
+  name: 'mcp_task_claim_fairly',
+  text: `WITH RECURSIVE keys(k) AS (
     (SELECT fairness_key FROM task WHERE ${QUEUED} ORDER BY fairness_key LIMIT 1)
     UNION ALL
     SELECT (SELECT fairness_key FROM task WHERE ${QUEUED} AND fairness_key > keys.k ORDER BY fairness_key LIMIT 1)
@@ -62,15 +74,44 @@ const FAIR_PICK = `WITH RECURSIVE keys(k) AS (
          WHERE fairness_key = keys.k AND ${QUEUED} AND available_at <= now() AND expires_at > now()
          ORDER BY available_at LIMIT $1) c
      WHERE keys.k IS NOT NULL),
+  keyed AS (SELECT DISTINCT k FROM cand),
   running AS (
-    SELECT d.k, (SELECT count(*) FROM task WHERE fairness_key = d.k AND status = 'working'
-                   AND instance_id IS NOT NULL AND id <> ALL($2::text[])) AS n
-      FROM (SELECT DISTINCT k FROM cand) d)
-  SELECT cand.id, cand.tool_name, cand.limit_key,
-         (SELECT coalesce(array_agg(tool_name), '{}') FROM tool_queue WHERE paused) AS paused_tools
-    FROM cand JOIN running USING (k)
-   ORDER BY running.n + cand.r, cand.available_at, cand.id
-   LIMIT $1`;
+    SELECT d.k,
+           CASE WHEN (SELECT count(*) FROM keyed) > 1
+                THEN (SELECT count(*) FROM task WHERE fairness_key = d.k AND status = 'working'
+                        AND instance_id IS NOT NULL AND id <> ALL($2::text[]))
+                ELSE 0 END AS n
+      FROM keyed d),
+  best AS MATERIALIZED (
+    SELECT cand.id AS best_id, cand.tool_name AS best_tool, cand.limit_key AS best_limit_key,
+           cand.available_at AS was_available_at,
+           EXISTS (SELECT 1 FROM tool_queue q WHERE q.tool_name = cand.tool_name AND q.paused) AS best_paused
+      FROM cand JOIN running USING (k)
+     ORDER BY running.n + cand.r, cand.available_at, cand.id
+     LIMIT $1),
+  leased AS (
+    UPDATE task t SET instance_id = $3, lease_expires_at = now() + $4::int * interval '1 millisecond',
+           generation = t.generation + 1, available_at = NULL, queue_hold = NULL,
+           status_message = ${RUNNING_MESSAGE}, last_updated_at = ${NOW_MS}
+      FROM best
+     WHERE t.id = best.best_id AND best.best_limit_key IS NULL AND NOT best.best_paused AND ${QUEUED_T}
+    RETURNING ${SNAPSHOT_COLUMNS_T}, t.checkpoint, t.principal,
+              greatest(0, extract(epoch FROM (now() - best.was_available_at)) * 1000)::float8 AS waited_ms,
+              pg_current_xact_id()::text AS xact)
+  SELECT leased.*,
+         (SELECT jsonb_agg(jsonb_build_object('id', best_id, 'tool', best_tool, 'limitKey', best_limit_key,
+                                              'paused', best_paused))
+            FROM best WHERE best_limit_key IS NOT NULL OR best_paused) AS gated
+    FROM (SELECT 1) AS one LEFT JOIN leased ON true`,
+};
+
+/** A picked task the claim judges itself: its tool is paused, or declares limits. */
+interface GatedPick {
+  id: string;
+  tool: string;
+  limitKey: string | null;
+  paused: boolean;
+}
 
 /** Leases the picked tasks to $1 (the claim lock is held: nothing else claims them meanwhile). */
 const CLAIM_PICKED: PreparedStatement = {
@@ -164,7 +205,7 @@ export class TaskQueueRepository {
   ) {}
 
   /**
-   * Claims up to `n` claimable tasks for `instanceId`, fairly (FAIR_PICK) and within the limits the tools
+   * Claims up to `n` claimable tasks for `instanceId`, fairly (CLAIM_FAIRLY) and within the limits the tools
    * declare (`limits`) and their queues' pauses: each is leased for `leaseMs`, its generation bumped,
    * available_at cleared, and the change published (in session order, the order every task transaction
    * publishes in). Claims on every instance take turns on the claim lock, so the running counts each one
@@ -186,34 +227,56 @@ export class TaskQueueRepository {
       // Tasks held (their statusMessage changed), published with the claimed ones in session order.
       const held: TaskSnapshot[] = [];
       const usage = new LimitUsage(limits, leaseMs, ended);
+      // The lock goes with BEGIN in one round trip; the fair claim is its own (prepared) statement after it.
+      await m.first(
+        { name: 'mcp_task_claim_lock', text: `SELECT pg_advisory_xact_lock(${AdvisoryLockKey.TaskClaim})` },
+        [],
+      );
       for (let round = 0; round < MAX_PICK_ROUNDS && claimed.length < want; round++) {
-        const picked = await this.pick(m, round, want - claimed.length, ended);
-        if (picked.length === 0) break;
-        await usage.load(m, picked);
-        const paused = new Set((picked[0].paused_tools as string[] | null) ?? []);
+        const rows = await m.prepared<Row>(CLAIM_FAIRLY, [
+          want - claimed.length,
+          textArray(ended),
+          instanceId,
+          Math.floor(leaseMs),
+        ]);
+        claimed.push(
+          ...this.claimedOf(
+            m,
+            rows.filter((r) => r.id !== null),
+          ),
+        );
+        const gated = (rows[0]?.gated as GatedPick[] | null) ?? [];
+        if (gated.length === 0) break;
+        await usage.load(
+          m,
+          gated.filter((g) => !g.paused),
+        );
         const admitted: string[] = [];
         const starts: string[] = [];
         const holds = new Map<string, Hold>();
-        const pausedRows: Row[] = [];
-        for (const r of picked) {
-          const tool = r.tool_name as string;
-          if (paused.has(tool)) {
-            pausedRows.push(r);
-            continue;
-          }
-          const policy = r.limit_key === null ? undefined : limits(tool);
-          const hold = policy ? usage.admit(tool, r.limit_key as string, policy) : undefined;
-          if (hold) holds.set(`${hold.tool}\u0000${hold.key ?? '\u0001all'}`, hold);
+        const paused: GatedPick[] = [];
+        for (const g of gated) {
+          const policy = g.limitKey === null ? undefined : limits(g.tool);
+          if (g.paused) paused.push(g);
+          else if (!policy)
+            admitted.push(g.id); // a tool this instance knows no limits of
           else {
-            admitted.push(r.id as string);
-            if (policy?.rate) starts.push(tool);
+            const hold = usage.admit(g.tool, g.limitKey as string, policy);
+            if (hold) holds.set(`${hold.tool}\u0000${hold.key ?? '\u0001all'}`, hold);
+            else {
+              admitted.push(g.id);
+              if (policy.rate) starts.push(g.tool);
+            }
           }
         }
         // Leased before the holds, which take every claimable task of the tool (or key) they hold.
-        if (admitted.length > 0) claimed.push(...(await this.lease(m, instanceId, admitted, leaseMs)));
+        if (admitted.length > 0) {
+          const rows = await m.prepared<Row>(CLAIM_PICKED, [instanceId, admitted, Math.floor(leaseMs)]);
+          claimed.push(...this.claimedOf(m, rows));
+        }
         if (starts.length > 0) await m.prepared(RECORD_STARTS, [starts]);
-        for (const r of pausedRows) {
-          const rows = await m.prepared<Row>(HOLD_PAUSED, [[r.id], pausedMessage(r.tool_name as string)]);
+        for (const g of paused) {
+          const rows = await m.prepared<Row>(HOLD_PAUSED, [[g.id], pausedMessage(g.tool)]);
           held.push(...rows.map(rowToSnapshot));
         }
         for (const hold of holds.values()) {
@@ -224,8 +287,6 @@ export class TaskQueueRepository {
             await this.publisher.announceReleased(m, rows[0].id as string, rows.length, hold.until.getTime());
           }
         }
-        // Nothing held: the pick found all there was to find.
-        if (pausedRows.length === 0 && holds.size === 0) break;
       }
       const changes = [
         ...claimed.map((c) => ({ task: c.task, waitedMs: c.waitedMs })),
@@ -246,26 +307,8 @@ export class TaskQueueRepository {
     });
   }
 
-  /**
-   * One fair pick of up to `n` tasks. The first takes the claim lock: with BEGIN, in one round trip (first),
-   * the lock and the pick being two statements, so the pick's snapshot is taken once the lock is granted.
-   */
-  private pick(m: SqlTx, round: number, n: number, ended: readonly string[]): Promise<Row[]> {
-    // As an array literal: the first pick's values are inlined into its text, where an array has no form.
-    const endedIds = `{${ended.map((id) => `"${id.replace(/["\\]/g, (c) => `\\${c}`)}"`).join(',')}}`;
-    if (round > 0) return m.query<Row>(FAIR_PICK, [n, endedIds]);
-    return m.first<Row>(
-      {
-        name: 'mcp_task_claim_pick',
-        text: `SELECT pg_advisory_xact_lock(${AdvisoryLockKey.TaskClaim}); ${FAIR_PICK}`,
-      },
-      [n, endedIds],
-    );
-  }
-
-  /** Leases the admitted tasks to `instanceId` (CLAIM_PICKED). */
-  private async lease(m: SqlTx, instanceId: string, ids: string[], leaseMs: number): Promise<ClaimedTask[]> {
-    const rows = await m.prepared<Row>(CLAIM_PICKED, [instanceId, ids, Math.floor(leaseMs)]);
+  /** Claimed tasks as the claim's rows return them (the transaction's id noted for a lost COMMIT). */
+  private claimedOf(m: SqlTx, rows: Row[]): ClaimedTask[] {
     if (rows.length > 0) this.transactions.noteXact(m, rows[0].xact as string);
     return rows.map((r) => ({
       task: rowToSnapshot(r),
@@ -321,12 +364,10 @@ class LimitUsage {
   ) {}
 
   /** Reads what is in use for the limited tools among `picked` not read yet in this claim. */
-  async load(m: SqlTx, picked: Row[]): Promise<void> {
+  async load(m: SqlTx, picked: readonly GatedPick[]): Promise<void> {
     const tools = [
       ...new Set(
-        picked
-          .filter((r) => r.limit_key !== null && this.limits(r.tool_name as string) !== undefined)
-          .map((r) => r.tool_name as string),
+        picked.filter((g) => g.limitKey !== null && this.limits(g.tool) !== undefined).map((g) => g.tool),
       ),
     ].filter((t) => !this.loaded.has(t));
     if (tools.length === 0) return;
@@ -406,4 +447,9 @@ function runsWord(n: number): string {
 
 function startsWord(n: number): string {
   return n === 1 ? 'start' : 'starts';
+}
+
+/** Task ids as a PostgreSQL array literal (text[]), each quoted. */
+function textArray(ids: readonly string[]): string {
+  return `{${ids.map((id) => `"${id.replace(/["\\]/g, (c) => `\\${c}`)}"`).join(',')}}`;
 }
