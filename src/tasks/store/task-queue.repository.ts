@@ -230,8 +230,13 @@ export class TaskQueueRepository {
       const held: TaskSnapshot[] = [];
       const usage = new LimitUsage(limits, leaseMs, ended);
       // The lock goes with BEGIN in one round trip; the fair claim is its own (prepared) statement after it.
+      // Its generic plan (index probes only) is kept: with plan_cache_mode auto, PostgreSQL judged its
+      // estimate worse than a custom plan's and planned the statement again on every claim.
       await m.first(
-        { name: 'mcp_task_claim_lock', text: `SELECT pg_advisory_xact_lock(${AdvisoryLockKey.TaskClaim})` },
+        {
+          name: 'mcp_task_claim_lock',
+          text: `SET LOCAL plan_cache_mode = force_generic_plan; SELECT pg_advisory_xact_lock(${AdvisoryLockKey.TaskClaim})`,
+        },
         [],
       );
       for (let round = 0; round < MAX_PICK_ROUNDS && claimed.length < want; round++) {
