@@ -198,6 +198,49 @@ describe('sharing the task queue (spawned servers, one database)', () => {
     for (const s of busy) expect(Math.abs((s.a ?? 0) - (s.b ?? 0))).toBeLessThanOrEqual(1);
   }, 90000);
 
+  it("TASK_FAIR_SHARE=tenant: the principals of one tenant (the SSO proxy's header) share one share", async () => {
+    const server = await start({
+      TASK_WORKER_CONCURRENCY: '2',
+      TASK_FAIR_SHARE: 'tenant',
+      AUTH_PROXY_TENANT_HEADER: 'x-forwarded-tenant',
+    });
+    const url = `${server.baseUrl}/mcp`;
+    const member = (user: string, tenant?: string) => ({
+      ...asUser(user),
+      ...(tenant ? { 'x-forwarded-tenant': tenant } : {}),
+    });
+    // Two service accounts of team acme queue four tasks each, then one of team globex four.
+    const a1 = await LegacyClient.open(url, {}, member(freshUser('acme-bot'), 'acme'));
+    const a2 = await LegacyClient.open(url, {}, member(freshUser('acme-etl'), 'acme'));
+    const b = await LegacyClient.open(url, {}, member(freshUser('globex'), 'globex'));
+    for (const [client, team] of [
+      [a1, 'a'],
+      [a2, 'a'],
+      [b, 'b'],
+    ] as const) {
+      for (let i = 0; i < 4; i++)
+        await legacyTask(client, 'slow_compute', { seconds: 1, label: `${team}${i}` });
+    }
+    const keys = await withClient(db.url, (c) =>
+      c.query<{ k: string; n: number }>(
+        `SELECT fairness_key AS k, count(*)::int AS n FROM task GROUP BY 1 ORDER BY 1`,
+      ),
+    );
+    expect(keys.rows).toEqual([
+      { k: 'tenant:acme', n: 8 },
+      { k: 'tenant:globex', n: 4 },
+    ]);
+    // Each freed slot goes to the tenant with fewer running: globex always has one of the two slots once
+    // acme's first two (started at once on free slots) are done.
+    await new Promise((r) => setTimeout(r, 1500));
+    const samples: Record<string, number>[] = [];
+    for (let i = 0; i < 10; i++) {
+      samples.push(await runningByTeam());
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(samples.filter((s) => s.b === 1).length).toBeGreaterThanOrEqual(8);
+  }, 60000);
+
   it('limited_job through two instances and both eras: at most 2 at once, 1 per key, and 2 at once while others wait', async () => {
     const one = await start();
     const two = await start();

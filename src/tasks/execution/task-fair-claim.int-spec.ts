@@ -102,4 +102,41 @@ describe('fair claim of queued work (real PostgreSQL)', () => {
     }
     expect(x.length + y.length).toBe(12);
   });
+
+  it('starts at most `starts` runs of a rate-limited tool per interval, holding the rest until the window frees', async () => {
+    const creations = web1.get(TaskCreationRepository);
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const row = {
+        ...newTaskRow(randomUUID(), 'owner-rated'),
+        toolName: 'rated',
+        limitKey: '',
+        instanceId: null,
+      };
+      ids.push((await creations.insertWithLimits({ ...row, statusMessage: QUEUED_MESSAGE }, LIMITS)).id);
+    }
+    const limits = (tool: string) =>
+      tool === 'rated' ? { rate: { starts: 2, intervalMs: 1500 } } : undefined;
+    const repo = web1.get(TaskQueueRepository);
+    const first = await repo.claim(randomUUID(), 5, 30000, limits);
+    expect(first).toHaveLength(2);
+    const held = await withClient(db.url, (c) =>
+      c.query<{ status_message: string; wait_ms: number }>(
+        `SELECT status_message, extract(epoch FROM available_at - now()) * 1000 AS wait_ms FROM task
+          WHERE tool_name = 'rated' AND instance_id IS NULL`,
+      ),
+    );
+    expect(held.rows).toHaveLength(3);
+    for (const r of held.rows) {
+      expect(r.status_message).toBe('Queued: waiting for the limit of 2 starts of rated per 1500 ms');
+      // Held until the first start leaves the window, about 1.5 s from now.
+      expect(Number(r.wait_ms)).toBeGreaterThan(1000);
+      expect(Number(r.wait_ms)).toBeLessThanOrEqual(1500);
+    }
+    expect(await repo.claim(randomUUID(), 5, 30000, limits)).toHaveLength(0);
+    await new Promise((r) => setTimeout(r, 1600));
+    const second = await repo.claim(randomUUID(), 5, 30000, limits);
+    expect(second).toHaveLength(2);
+    expect([...first, ...second].every((c) => ids.includes(c.task.id))).toBe(true);
+  });
 });
