@@ -20,6 +20,7 @@ import { TasksRepository } from './store/tasks.repository.js';
 import { TasksConfig } from './tasks.config.js';
 import { ToolGates } from './sharing/tool-gates.service.js';
 import { QueueControl } from './sharing/queue-control.js';
+import { QueueSharingMetrics } from './sharing/queue-sharing.metrics.js';
 import { AuditTrail } from '../audit/audit-trail.service.js';
 import { ToolRegistry } from '../tool-dispatch/tool-registry.service.js';
 import { ToolQueueRepository } from './store/tool-queue.repository.js';
@@ -59,6 +60,7 @@ const TASK_REPOSITORY_CORE = [
     TaskQueueRepository,
     ToolQueueRepository,
     ToolGates,
+    QueueSharingMetrics,
     {
       // Pause, resume and status of tools' queues, against this server's tool catalog (the console's).
       provide: QueueControl,

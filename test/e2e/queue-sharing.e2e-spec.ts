@@ -42,6 +42,13 @@ function maxOverlap(runs: Run[]): number {
   return most;
 }
 
+/** A series of a spawned server's /metrics: the value of the line with exactly these labels (NaN if none). */
+async function metric(server: ServerProcess, name: string, labels: string): Promise<number> {
+  const text = await (await fetch(`${server.baseUrl}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}} `));
+  return line === undefined ? NaN : Number(line.split(' ').pop());
+}
+
 /**
  * Sharing the task queue, with the built server spawned as real processes on one database (issue 38): fair
  * shares across principals on one and on two instances, limited_job's cluster-wide limits in both eras, and
@@ -263,8 +270,15 @@ describe('sharing the task queue (spawned servers, one database)', () => {
         ),
       { what: 'a task waiting for the limit of limited_job', timeoutMs: 5000, intervalMs: 20 },
     );
+    // The gauges say the same, from either instance (read from the database).
+    expect(await metric(two, 'mcp_tool_limit_capacity', 'tool="limited_job"')).toBe(2);
+    expect(await metric(two, 'mcp_tool_limit_in_use', 'tool="limited_job"')).toBe(2);
+    expect(await metric(one, 'mcp_task_queue_waiting', 'tool="limited_job",reason="limit"')).toBeGreaterThan(
+      0,
+    );
     const runs: Run[] = (await Promise.all(distinct.map((t) => t.result()))).map((r) => r.structuredContent);
     expect(maxOverlap(runs)).toBe(2);
+    expect(await metric(one, 'mcp_tool_limit_in_use', 'tool="limited_job"')).toBe(0);
     const sameKey = await Promise.all(
       Array.from({ length: 3 }, (_, i) =>
         i === 1
@@ -337,6 +351,8 @@ describe('sharing the task queue (spawned servers, one database)', () => {
       expect(now.status).toBe('working');
       expect(now.statusMessage).toMatch(/paused/);
     }
+    expect(await metric(one, 'mcp_tool_queue_paused', 'tool="slow_compute"')).toBe(1);
+    expect(await metric(two, 'mcp_task_queue_waiting', 'tool="slow_compute",reason="paused"')).toBe(2);
     // The run that started before the pause finished.
     await completedWithin(running, 5000);
     const status = JSON.parse((await cli('queue', 'status', '--json')).stdout);
@@ -357,6 +373,12 @@ describe('sharing the task queue (spawned servers, one database)', () => {
       stdout: expect.stringMatching(/resumed: 2/),
     });
     for (const t of held) await completedWithin(t, 5000);
+    expect(await metric(two, 'mcp_tool_queue_paused', 'tool="slow_compute"')).toBe(0);
+    // Both ran from the queue: the time from claimable to running is observed by tool.
+    expect(
+      (await metric(one, 'mcp_task_claim_wait_seconds_count', 'tool="slow_compute"')) +
+        (await metric(two, 'mcp_task_claim_wait_seconds_count', 'tool="slow_compute"')),
+    ).toBeGreaterThanOrEqual(2);
     const audit = await withClient(db.url, (c) =>
       c.query<{ kind: string; principal: string; tool: string }>(
         `SELECT kind, principal, tool FROM mcp_audit_event WHERE kind LIKE 'queue.%' ORDER BY id`,

@@ -17,6 +17,7 @@ import { TaskMetrics } from '../task-metrics.service.js';
 import { queuedNotice, TASK_QUEUE_CHANNEL } from '../task-queue.js';
 import { TaskQueueRepository } from '../store/task-queue.repository.js';
 import { ToolGates } from '../sharing/tool-gates.service.js';
+import { QueueSharingMetrics } from '../sharing/queue-sharing.metrics.js';
 import { TaskRunnerService } from './task-runner.service.js';
 import { TasksConfig } from '../tasks.config.js';
 import { UnresolvedLeases } from './unresolved-leases.js';
@@ -85,6 +86,7 @@ export class TaskClaimer
     private readonly metrics: TaskMetrics,
     private readonly unresolved: UnresolvedLeases,
     private readonly gates: ToolGates,
+    private readonly sharingMetrics: QueueSharingMetrics,
   ) {}
 
   /** Whether this instance's role runs task work at all (INSTANCE_ROLE all or worker). */
@@ -254,6 +256,7 @@ export class TaskClaimer
       this.runner.start(c.task, { checkpoint: c.checkpoint, principal: c.principal });
     }
     this.metrics.claimed(claimed.map((c) => c.waitedMs));
+    this.sharingMetrics.claimed(claimed.map((c) => ({ tool: c.task.toolName, waitedMs: c.waitedMs })));
     return claimed.length;
   }
 

@@ -127,6 +127,56 @@ export class ToolQueueRepository {
   }
 
   /**
+   * What the queue's gauges read at scrape time, in one snapshot: queued tasks by tool and why they wait, and
+   * the runs the tools' limits count (leased, lease not lapsed) by tool. A claimable task waits for its
+   * `fair_share` when its fairness key already runs more tasks than the key with work waiting that runs the
+   * fewest (the next free slot goes to that one), else for `no_slot`. Tasks delayed by a retry backoff are
+   * not here (mcp_task_queue_depth{state="delayed"} counts them).
+   */
+  async gauges(): Promise<{
+    waiting: { tool: string; reason: WaitReason; n: number }[];
+    limited: { tool: string; running: number }[];
+  }> {
+    const [waiting, limited] = await Promise.all([
+      this.dataSource.query<Row[]>(
+        `WITH q AS (
+           SELECT tool_name, fairness_key, queue_hold, available_at <= now() AS ready
+             FROM task WHERE status = 'working' AND instance_id IS NULL),
+         running AS (
+           SELECT fairness_key, count(*) AS n FROM task
+            WHERE status = 'working' AND instance_id IS NOT NULL GROUP BY fairness_key),
+         fewest AS (
+           SELECT min(coalesce(r.n, 0)) AS n
+             FROM (SELECT DISTINCT fairness_key FROM q WHERE ready AND queue_hold IS DISTINCT FROM 'paused') k
+             LEFT JOIN running r USING (fairness_key))
+         SELECT q.tool_name,
+                CASE WHEN q.queue_hold = 'paused' THEN 'paused'
+                     WHEN NOT q.ready AND q.queue_hold = 'limit' THEN 'limit'
+                     WHEN coalesce(r.n, 0) > (SELECT n FROM fewest) THEN 'fair_share'
+                     ELSE 'no_slot' END AS reason,
+                count(*)::int AS n
+           FROM q LEFT JOIN running r USING (fairness_key)
+          WHERE q.queue_hold IS NOT NULL OR q.ready
+          GROUP BY 1, 2`,
+      ),
+      this.dataSource.query<Row[]>(
+        `SELECT tool_name, count(*)::int AS n FROM task
+          WHERE status = 'working' AND instance_id IS NOT NULL AND limit_key IS NOT NULL
+            AND lease_expires_at > now()
+          GROUP BY tool_name`,
+      ),
+    ]);
+    return {
+      waiting: waiting.map((r) => ({
+        tool: r.tool_name as string,
+        reason: r.reason as WaitReason,
+        n: toNumber(r.n),
+      })),
+      limited: limited.map((r) => ({ tool: r.tool_name as string, running: toNumber(r.n) })),
+    };
+  }
+
+  /**
    * The queue's status: per tool, running and queued tasks by why they wait; per fairness key, running and
    * waiting. Reads the live rows only (task_queue_fair_idx, task_running_fair_idx).
    */

@@ -1,0 +1,119 @@
+import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import { Gauge, Histogram } from 'prom-client';
+import { errorMessage } from '../../common/error-message.js';
+import { MetricsService } from '../../metrics/metrics.service.js';
+import { ToolRegistry } from '../../tool-dispatch/tool-registry.service.js';
+import { ToolQueueRepository, type WaitReason } from '../store/tool-queue.repository.js';
+
+const REASONS: readonly WaitReason[] = ['paused', 'limit', 'fair_share', 'no_slot'];
+/** A scrape within this long of the last reads the same numbers (several scrapers, one database). */
+const READ_TTL_MS = 1000;
+
+/**
+ * The gauges of sharing the queue (docs/observability.md), read from the database at scrape time so every
+ * instance reports the same true numbers: queued tasks by tool and why they wait, each declared limit's runs
+ * in use and capacity, and which tools' queues are paused; and, observed by the claimer here, the time from
+ * claimable to running by tool. Labels are bounded: tool names of this server's registry, four reasons.
+ */
+@Injectable()
+export class QueueSharingMetrics implements OnModuleInit {
+  private readonly logger = new Logger(QueueSharingMetrics.name);
+  private readonly claimWait: Histogram<'tool'>;
+  private last: { at: number; read: ReturnType<ToolQueueRepository['gauges']> } | undefined;
+
+  constructor(
+    private readonly metrics: MetricsService,
+    private readonly repo: ToolQueueRepository,
+    private readonly tools: ToolRegistry,
+  ) {
+    this.claimWait = new Histogram({
+      name: 'mcp_task_claim_wait_seconds',
+      help: 'Time from a task becoming claimable to its claim (the run starts in the same turn), by tool; database clock.',
+      labelNames: ['tool'] as const,
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15, 60, 300, 900, 3600],
+      registers: [metrics.registry],
+    });
+  }
+
+  onModuleInit(): void {
+    const taskTools = this.tools.listTools().filter((t) => t.taskSupport !== 'forbidden');
+    const limited = taskTools.filter((t) => t.limits?.concurrency !== undefined);
+    for (const t of taskTools) this.claimWait.zero({ tool: t.name });
+    const registers = [this.metrics.registry];
+    const read = (): ReturnType<ToolQueueRepository['gauges']> => this.read();
+    const logger = this.logger;
+    const repoPaused = (): Promise<string[]> => this.repo.pausedTools();
+    new Gauge({
+      name: 'mcp_task_queue_waiting',
+      help: "Queued tasks in the database by tool and why they wait: paused (the tool's queue), limit (a limit the tool declares), fair_share (other callers run fewer, they go first), no_slot (every worker slot is busy).",
+      labelNames: ['tool', 'reason'] as const,
+      registers,
+      async collect() {
+        try {
+          const { waiting } = await read();
+          for (const t of taskTools) for (const reason of REASONS) this.set({ tool: t.name, reason }, 0);
+          for (const w of waiting) this.set({ tool: w.tool, reason: w.reason }, w.n);
+        } catch (err) {
+          this.reset();
+          logger.warn(`mcp_task_queue_waiting: ${errorMessage(err)}`);
+        }
+      },
+    });
+    new Gauge({
+      name: 'mcp_tool_limit_in_use',
+      help: 'Runs of a tool that declares limits.concurrency going on across the cluster (leases not lapsed), by tool.',
+      labelNames: ['tool'] as const,
+      registers,
+      async collect() {
+        try {
+          const { limited: running } = await read();
+          for (const t of limited)
+            this.set({ tool: t.name }, running.find((r) => r.tool === t.name)?.running ?? 0);
+        } catch (err) {
+          this.reset();
+          logger.warn(`mcp_tool_limit_in_use: ${errorMessage(err)}`);
+        }
+      },
+    });
+    const capacity = new Gauge({
+      name: 'mcp_tool_limit_capacity',
+      help: 'The runs at once a tool declares (limits.concurrency), by tool: saturation is in_use / capacity.',
+      labelNames: ['tool'] as const,
+      registers,
+    });
+    for (const t of limited) capacity.set({ tool: t.name }, t.limits?.concurrency ?? 0);
+    new Gauge({
+      name: 'mcp_tool_queue_paused',
+      help: "1 while a tool's queue is paused by an operator (queue pause), else 0, by tool.",
+      labelNames: ['tool'] as const,
+      registers,
+      async collect() {
+        try {
+          const paused = new Set(await repoPaused());
+          for (const t of taskTools) this.set({ tool: t.name }, paused.has(t.name) ? 1 : 0);
+        } catch (err) {
+          this.reset();
+          logger.warn(`mcp_tool_queue_paused: ${errorMessage(err)}`);
+        }
+      },
+    });
+  }
+
+  /** A claim's tasks: each one's tool and how long it was claimable (database clock). */
+  claimed(tasks: readonly { tool: string; waitedMs: number }[]): void {
+    for (const t of tasks) this.claimWait.observe({ tool: t.tool }, Math.max(0, t.waitedMs) / 1000);
+  }
+
+  private read(): ReturnType<ToolQueueRepository['gauges']> {
+    const now = Date.now();
+    if (!this.last || now - this.last.at > READ_TTL_MS) {
+      const read = this.repo.gauges();
+      // A failed read is not kept: the next scrape reads again.
+      read.catch(() => {
+        if (this.last?.read === read) this.last = undefined;
+      });
+      this.last = { at: now, read };
+    }
+    return this.last.read;
+  }
+}
