@@ -12,6 +12,13 @@ const FLASH = {
   ended: { tone: 'ok', text: 'Session ended: its next request gets 404 on every instance.' },
   'already-ended': { tone: 'warn', text: 'The session had already ended.' },
   'stale-form': { tone: 'warn', text: 'That form was already used for another task: nothing was done.' },
+  paused: {
+    tone: 'ok',
+    text: "Paused on every instance: the tool's queued and new calls wait; running ones finish.",
+  },
+  'already-paused': { tone: 'warn', text: 'The tool was already paused: nothing changed.' },
+  resumed: { tone: 'ok', text: "Resumed: the tool's waiting calls run as slots and its limits allow." },
+  'already-resumed': { tone: 'warn', text: 'The tool was not paused: nothing changed.' },
 } as const;
 export type FlashCode = keyof typeof FLASH;
 

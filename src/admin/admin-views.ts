@@ -5,6 +5,7 @@ import { ERROR_VIEW } from './views/error.view.js';
 import { INSTANCES_VIEW } from './views/instances.view.js';
 import { JANITOR_VIEW } from './views/janitor.view.js';
 import { LAYOUT_VIEW } from './views/layout.view.js';
+import { QUEUE_VIEW } from './views/queue.view.js';
 import { QUOTAS_VIEW } from './views/quotas.view.js';
 import { SESSIONS_VIEW } from './views/sessions.view.js';
 import { TASK_VIEW } from './views/task.view.js';
@@ -17,6 +18,7 @@ const PAGES = {
   instances: INSTANCES_VIEW,
   janitor: JANITOR_VIEW,
   quotas: QUOTAS_VIEW,
+  queue: QUEUE_VIEW,
   error: ERROR_VIEW,
 } as const;
 export type AdminPage = keyof typeof PAGES;

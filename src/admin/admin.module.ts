@@ -21,6 +21,7 @@ import { AdminCsrf } from './admin-csrf.js';
 import { AdminExceptionFilter } from './admin-exception.filter.js';
 import { AdminFormMiddleware } from './admin-form.middleware.js';
 import { AdminOperationsController } from './admin-operations.controller.js';
+import { AdminQueueController } from './admin-queue.controller.js';
 import { AdminRefusals } from './admin-refusals.js';
 import { AdminTasksController } from './admin-tasks.controller.js';
 import { AdminViews } from './admin-views.js';
@@ -28,7 +29,12 @@ import { AdminConfig, adminConsoleState } from './admin.config.js';
 import { AdminGuard } from './admin.guard.js';
 
 /** The catch-all controller last: Express matches routes in registration order. */
-const CONTROLLERS = [AdminTasksController, AdminOperationsController, AdminAssetsController];
+const CONTROLLERS = [
+  AdminTasksController,
+  AdminOperationsController,
+  AdminQueueController,
+  AdminAssetsController,
+];
 
 const PROVIDERS: Provider[] = [
   AdminGuard,

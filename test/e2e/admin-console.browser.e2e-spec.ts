@@ -164,6 +164,40 @@ describe('the /admin console in a real browser', () => {
     await sdk.experimental.tasks.cancelTask(another);
   }, 60_000);
 
+  it("pauses a tool's queue from the Queue page: the owner's call waits, then runs once resumed", async () => {
+    const page = await browser.newPage();
+    const problems: string[] = [];
+    page.on('console', (m) => {
+      if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) problems.push(m.text());
+    });
+    expect((await page.goto(`${base}/admin/queue`))?.status()).toBe(200);
+    const row = page.locator('tr[data-tool="limited_job"]');
+    await expect(row.locator('td.paused').innerText()).resolves.toBe('no');
+    await Promise.all([page.waitForURL(/flash=paused/), row.locator('button:has-text("Pause")').click()]);
+    await page.locator('.flash').filter({ hasText: 'Paused on every instance' }).waitFor();
+    await expect(row.locator('td.paused').innerText()).resolves.toBe('yes');
+
+    // The owner's call of the paused tool is accepted as a task that waits, saying why.
+    const waiting = await ownerTask({ ms: 0, key: 'browser' }, 'limited_job');
+    await new Promise((r) => setTimeout(r, 500));
+    const held = await sdk.experimental.tasks.getTask(waiting);
+    expect(held.status).toBe('working');
+    expect(held.statusMessage).toContain('paused');
+    await page.reload();
+    await expect(row.locator('td').nth(4).innerText()).resolves.toBe('1');
+    await shot(page, 'queue');
+
+    await Promise.all([page.waitForURL(/flash=resumed/), row.locator('button:has-text("Resume")').click()]);
+    await page.locator('.flash').filter({ hasText: 'Resumed' }).waitFor();
+    await expect(row.locator('td.paused').innerText()).resolves.toBe('no');
+    await waitFor(
+      () => sdk.experimental.tasks.getTask(waiting),
+      (t) => t.status === 'completed',
+      { what: 'the resumed task to complete', timeoutMs: 10_000 },
+    );
+    expect(problems).toEqual([]);
+  }, 30_000);
+
   it('refuses a signed-in principal that is no admin with 403 on every page', async () => {
     // Another fresh profile, whose proxy headers name a principal outside ADMIN_GROUPS.
     const otherProfile = await mkdtemp(join(tmpdir(), 'console-chromium-'));
@@ -182,6 +216,7 @@ describe('the /admin console in a real browser', () => {
         '/admin/instances',
         '/admin/janitor',
         '/admin/quotas',
+        '/admin/queue',
       ]) {
         const res = await page.goto(`${base}${path}`);
         expect([path, res?.status()]).toEqual([path, 403]);

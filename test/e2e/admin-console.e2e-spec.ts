@@ -29,6 +29,9 @@ function consoleRoutes(taskId: string, sessionId: string): [method: 'get' | 'pos
     ['get', '/admin/instances'],
     ['get', '/admin/janitor'],
     ['get', '/admin/quotas'],
+    ['get', '/admin/queue'],
+    ['post', '/admin/queue/slow_compute/pause'],
+    ['post', '/admin/queue/slow_compute/resume'],
     ['get', '/admin/assets/console.css'],
     ['get', '/admin/assets/console.js'],
     ['get', '/admin/no-such-page'],
@@ -514,6 +517,80 @@ describe('the /admin console over HTTP (real AppModule, SSO proxy and API keys)'
       const quotas = await http().get('/admin/quotas').set(ADMIN).expect(200);
       expect(quotas.text).toContain('RATE_LIMIT_ADDRESS_RPS');
       expect(quotas.text).toContain('QUOTA_RETAINED_TASKS_PER_OWNER');
+    });
+
+    it("pauses and resumes a tool's queue, audited as the operator, CSRF-checked, refusing tools without a queue", async () => {
+      const paused = () =>
+        withClient(db.url, async (c) => {
+          const r = await c.query<{ paused: boolean }>(
+            `SELECT paused FROM tool_queue WHERE tool_name = 'limited_job'`,
+          );
+          return r.rows[0]?.paused ?? false;
+        });
+      const page = await http().get('/admin/queue').set(ADMIN).expect(200);
+      expect(page.text).toContain('aria-current="page">Queue');
+      expect(page.text).toMatch(/<tr data-tool="limited_job">[\s\S]*?0\/2 at once, 1 per key/);
+      expect(page.text).toContain('By fairness key');
+      // No token, then a made-up one: refused before anything changes.
+      await http()
+        .post('/admin/queue/limited_job/pause')
+        .set(ADMIN)
+        .set('origin', `http://${host}`)
+        .type('form')
+        .send({})
+        .expect(403);
+      expect((await post('/admin/queue/limited_job/pause', 'forged-token')).status).toBe(403);
+      expect(await paused()).toBe(false);
+
+      const done = await post('/admin/queue/limited_job/pause', csrfOf(page.text));
+      expect(done.status).toBe(303);
+      expect(done.headers.location).toBe('/admin/queue?flash=paused');
+      expect(await paused()).toBe(true);
+      const after = await http().get('/admin/queue?flash=paused').set(ADMIN).expect(200);
+      expect(after.text).toContain('Paused on every instance');
+      expect(after.text).toMatch(
+        /<tr data-tool="limited_job" class="hit">[\s\S]*?<td class="paused">yes<\/td>/,
+      );
+      expect(after.text).toContain('action="/admin/queue/limited_job/resume"');
+      const again = await post('/admin/queue/limited_job/pause', csrfOf(after.text));
+      expect(again.headers.location).toBe('/admin/queue?flash=already-paused');
+      const resumed = await post('/admin/queue/limited_job/resume', csrfOf(after.text));
+      expect(resumed.headers.location).toBe('/admin/queue?flash=resumed');
+      expect(await paused()).toBe(false);
+
+      const audit = await withClient(db.url, (c) =>
+        c.query(
+          `SELECT kind, actor, principal, tool, detail FROM mcp_audit_event
+            WHERE kind LIKE 'queue.%' ORDER BY id`,
+        ),
+      );
+      expect(audit.rows).toEqual([
+        {
+          kind: 'queue.paused',
+          actor: 'operator',
+          principal: expect.stringMatching(/^proxy:/),
+          tool: 'limited_job',
+          detail: expect.objectContaining({ via: 'console', tasks: 0 }),
+        },
+        {
+          kind: 'queue.resumed',
+          actor: 'operator',
+          principal: expect.stringMatching(/^proxy:/),
+          tool: 'limited_job',
+          detail: expect.objectContaining({ via: 'console', tasks: 0 }),
+        },
+      ]);
+
+      const token = csrfOf(after.text);
+      const unknown = await post('/admin/queue/no_such_tool/pause', token);
+      expect(unknown.status).toBe(404);
+      expect(unknown.text).toContain('no_such_tool');
+      const never = await post('/admin/queue/test_simple_text/pause', token);
+      expect(never.status).toBe(409);
+      expect(never.text).toContain('test_simple_text');
+      const odd = await post(`/admin/queue/${'x'.repeat(200)}/pause`, token);
+      expect(odd.status).toBe(404);
+      expect(await paused()).toBe(false);
     });
 
     it('serves its own stylesheet and script with a CSP that allows nothing inline', async () => {

@@ -20,6 +20,7 @@ export const LAYOUT_VIEW = `<!doctype html>
     <a href="/admin/instances"{{#if (eq nav "instances")}} aria-current="page"{{/if}}>Instances</a>
     <a href="/admin/janitor"{{#if (eq nav "janitor")}} aria-current="page"{{/if}}>Janitor</a>
     <a href="/admin/quotas"{{#if (eq nav "quotas")}} aria-current="page"{{/if}}>Quotas</a>
+    <a href="/admin/queue"{{#if (eq nav "queue")}} aria-current="page"{{/if}}>Queue</a>
   </nav>
   {{#if operator}}<span class="who" title="{{operator.id}}">{{operator.label}}</span>{{/if}}
 </header>
