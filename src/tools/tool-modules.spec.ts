@@ -21,7 +21,7 @@ describe('tool modules', () => {
   it('lists the team modules and the examples, or only the conformance fixtures with MCP_CONFORMANCE_FIXTURES=true', () => {
     // Team modules are appended by the generator, so the list is checked by its known members only.
     expect(TOOL_MODULES).toContain(TextToolsModule);
-    expect(EXAMPLE_TOOL_MODULES).toHaveLength(3);
+    expect(EXAMPLE_TOOL_MODULES).toHaveLength(4);
     expect(toolModules(loadConfig({}))).toEqual([...TOOL_MODULES, ...EXAMPLE_TOOL_MODULES]);
     expect(toolModules(loadConfig({ MCP_CONFORMANCE_FIXTURES: 'false' }))).toEqual([
       ...TOOL_MODULES,

@@ -6,6 +6,7 @@ import { TextToolsModule } from './examples/text-tools/text-tools.module.js';
 import { ApprovalFlowModule } from './examples/approval-flow/approval-flow.module.js';
 import { CustomerLookupModule } from './examples/customer-lookup/customer-lookup.module.js';
 import { ReportJobModule } from './examples/report-job/report-job.module.js';
+import { ErpExportModule } from './examples/erp-export/erp-export.module.js';
 import { ExamplesConfig } from './examples/examples.config.js';
 import { ToolsConfig } from './tools.config.js';
 
@@ -21,6 +22,7 @@ export const EXAMPLE_TOOL_MODULES: readonly Type[] = [
   ReportJobModule,
   ApprovalFlowModule,
   CustomerLookupModule,
+  ErpExportModule,
 ];
 
 /**

@@ -7,6 +7,7 @@ import { ApprovalFlowModule } from '../../src/tools/examples/approval-flow/appro
 import { CustomerLookupModule } from '../../src/tools/examples/customer-lookup/customer-lookup.module.js';
 import type { RefundOutcome } from '../../src/tools/examples/approval-flow/refund-outcome.output.js';
 import { ReportJobModule } from '../../src/tools/examples/report-job/report-job.module.js';
+import { ErpExportModule } from '../../src/tools/examples/erp-export/erp-export.module.js';
 
 const SECRET = 'e2e-directory-secret-42';
 
@@ -30,7 +31,7 @@ describe('example tool modules over real HTTP (testing kit, server level)', () =
     await new Promise<void>((resolve) => directory.listen(0, '127.0.0.1', resolve));
     server = await McpTestServer.start({
       label: 'examples',
-      modules: [ReportJobModule, ApprovalFlowModule, CustomerLookupModule],
+      modules: [ReportJobModule, ApprovalFlowModule, CustomerLookupModule, ErpExportModule],
       env: {
         EXAMPLE_REPORT_STEP_MS: '20',
         // approve_refund's check outlasts the inline window, so with the tasks extension its question comes
@@ -39,6 +40,7 @@ describe('example tool modules over real HTTP (testing kit, server level)', () =
         EXAMPLE_APPROVAL_CHECK_MS: '300',
         EXAMPLE_HTTP_BASE_URL: `http://127.0.0.1:${(directory.address() as AddressInfo).port}`,
         EXAMPLE_HTTP_SECRET: SECRET,
+        EXAMPLE_ERP_EXPORT_MS: '300',
       },
     });
   });
@@ -54,6 +56,7 @@ describe('example tool modules over real HTTP (testing kit, server level)', () =
       const { tools } = await client.listTools();
       expect(tools.map((t) => t.name).sort()).toEqual([
         'approve_refund',
+        'erp_export',
         'generate_report',
         'lookup_customer',
       ]);
@@ -221,6 +224,29 @@ describe('example tool modules over real HTTP (testing kit, server level)', () =
       });
       expect(directoryHits.every((h) => h === `Bearer ${SECRET}`)).toBe(true);
       expect(JSON.stringify([found, missing])).not.toContain(SECRET);
+    });
+  });
+
+  describe('erp_export', () => {
+    it('six exports at once of three companies: never more than two in the ERP, one per company, none refused', async () => {
+      const client = server.modern();
+      const calls = ['acme', 'globex', 'initech'].flatMap((company) =>
+        ['2026-10', '2026-11'].map((period) => client.run('erp_export', { company, period })),
+      );
+      const runs = (await Promise.all(calls)).map(
+        (r) => r.result.structuredContent as { company: string; startedAt: number; finishedAt: number },
+      );
+      expect(runs).toHaveLength(6);
+      const overlapping = (list: typeof runs): number =>
+        Math.max(
+          ...list.map(
+            (r) => list.filter((o) => o.startedAt < r.finishedAt && r.startedAt < o.finishedAt).length,
+          ),
+        );
+      expect(overlapping(runs)).toBe(2);
+      for (const company of ['acme', 'globex', 'initech']) {
+        expect(overlapping(runs.filter((r) => r.company === company))).toBe(1);
+      }
     });
   });
 });

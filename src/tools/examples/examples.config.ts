@@ -15,7 +15,7 @@ import { ServerConfig } from '../../config/server.config.js';
 export class ExamplesConfig {
   @Env(
     'register the example tool modules of `src/tools/examples` (`generate_report`, `approve_refund`, ' +
-      '`lookup_customer`); the reference text tools beside them are always served',
+      '`lookup_customer`, `erp_export`); the reference text tools beside them are always served',
     { default: '`true`; `false` when `NODE_ENV=production`' },
   )
   @BoolEnv()
@@ -24,6 +24,10 @@ export class ExamplesConfig {
   @Env('duration of one step (one day) of the example `generate_report`; tests set it to a few ms')
   @IntEnv(0, 600000)
   EXAMPLE_REPORT_STEP_MS = 5000;
+
+  @Env('how long one export of the example `erp_export` takes in its stand-in ERP')
+  @IntEnv(0, 600000)
+  EXAMPLE_ERP_EXPORT_MS = 2000;
 
   @Env('how long the example `approve_refund` checks the order before asking the approver')
   @IntEnv(0, 60000)
