@@ -13,7 +13,7 @@ import {
 } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { asActor } from '../audit/audit-context.js';
-import { QueueControl, QueueControlError, type ToolQueueView } from '../tasks/sharing/queue-control.js';
+import { limitsText, QueueControl, QueueControlError } from '../tasks/sharing/queue-control.js';
 import { AdminCsrf } from './admin-csrf.js';
 import { AdminExceptionFilter } from './admin-exception.filter.js';
 import { flashOf } from './admin-flash.js';
@@ -23,15 +23,6 @@ import { AdminGuard } from './admin.guard.js';
 
 /** What a tool name can be (McpTool's rule): anything else names no tool, and is answered 404 unread. */
 const TOOL_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
-
-/** How a tool's declared limits read, with what they have in use: `2/2 at once, 1 per key`. */
-function limitsText(t: ToolQueueView): string {
-  const parts: string[] = [];
-  if (t.limits.concurrency !== undefined) parts.push(`${t.running}/${t.limits.concurrency} at once`);
-  if (t.limits.perKey) parts.push(`${t.limits.perKey.concurrency} per ${t.limits.perKey.argument}`);
-  if (t.limits.rate) parts.push(`${t.limits.rate.starts} starts per ${t.limits.rate.intervalMs} ms`);
-  return parts.length > 0 ? parts.join(', ') : '–';
-}
 
 /** The console's Queue page: each task tool's queue, and pausing or resuming it (QueueControl). */
 @Controller('admin')

@@ -1,18 +1,9 @@
 import { currentAuditContext } from '../audit/audit-context.js';
-import { QueueControl, QueueControlError, type QueueStatus } from '../tasks/sharing/queue-control.js';
+import { limitsText, QueueControl, QueueControlError } from '../tasks/sharing/queue-control.js';
 import { allowOnly, boolFlag, CliUsageError, ExitCode, parseArgs, positional } from './cli-args.js';
 import type { CliIo } from './admin-commands.js';
 import type { CliServices } from './cli-context.js';
 import { loadToolCatalog } from './cli-tool-catalog.js';
-
-/** How a tool's declared limits read in a status line, with what they have in use: `2/2 at once`. */
-function limitsText(t: QueueStatus['tools'][number]): string {
-  const parts: string[] = [];
-  if (t.limits.concurrency !== undefined) parts.push(`${t.running}/${t.limits.concurrency} at once`);
-  if (t.limits.perKey) parts.push(`${t.limits.perKey.concurrency} per ${t.limits.perKey.argument}`);
-  if (t.limits.rate) parts.push(`${t.limits.rate.starts} starts per ${t.limits.rate.intervalMs} ms`);
-  return parts.length > 0 ? parts.join(', ') : '-';
-}
 
 /**
  * `queue pause <tool>`, `queue resume <tool>`, `queue status [--json]`: a tool's queue, on every instance

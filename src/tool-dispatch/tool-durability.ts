@@ -1,3 +1,4 @@
+import { isIntIn, isPlainObject, unknownKeys } from './declaration-checks.js';
 import type { TaskSupport } from './tool-context.js';
 import { NO_DURABILITY, type DurabilityPolicy, type NormalisedRetryPolicy } from './tool-dispatch.types.js';
 
@@ -13,20 +14,6 @@ const MAX_DELAY_MS = 86_400_000;
 const MAX_RUN_MS = 30 * 86_400_000;
 const DURABILITY_KEYS = ['resumable', 'retry', 'maxRunMs'];
 const RETRY_KEYS = ['maxAttempts', 'initialDelayMs', 'factor', 'maxDelayMs', 'retryOn'];
-
-function isPlainObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-function isIntIn(v: unknown, min: number, max: number): v is number {
-  return typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max;
-}
-
-function unknownKeys(v: Record<string, unknown>, known: string[], where: string, problems: string[]): void {
-  for (const k of Object.keys(v)) {
-    if (!known.includes(k)) problems.push(`${where}.${k} is not an option (known: ${known.join(', ')})`);
-  }
-}
 
 /**
  * `McpToolOptions.durability` validated and normalised, each mistake pushed onto `problems` (the explorer

@@ -1,3 +1,4 @@
+import { isIntIn, isPlainObject, unknownKeys } from './declaration-checks.js';
 import type { TaskSupport } from './tool-context.js';
 import type { JsonSchema } from './tool-dispatch.types.js';
 
@@ -28,20 +29,6 @@ const MAX_CONCURRENCY = 10_000;
 const MAX_INTERVAL_MS = 86_400_000;
 /** A per-key value is stored with the task and compared as text; longer ones are refused at the call. */
 export const MAX_LIMIT_KEY_LENGTH = 256;
-
-function isPlainObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-function isIntIn(v: unknown, min: number, max: number): v is number {
-  return typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max;
-}
-
-function unknownKeys(v: Record<string, unknown>, known: string[], at: string, problems: string[]): void {
-  for (const k of Object.keys(v)) {
-    if (!known.includes(k)) problems.push(`${at}.${k} is not an option (known: ${known.join(', ')})`);
-  }
-}
 
 /**
  * `McpToolOptions.limits` validated, each mistake pushed onto `problems` with the declaration's path (the

@@ -27,6 +27,15 @@ export interface ToolQueueView {
   unknown: boolean;
 }
 
+/** How a tool's declared limits read, with what they have in use: `2/2 at once, 1 per key`; '–' for none. */
+export function limitsText(t: ToolQueueView): string {
+  const parts: string[] = [];
+  if (t.limits.concurrency !== undefined) parts.push(`${t.running}/${t.limits.concurrency} at once`);
+  if (t.limits.perKey) parts.push(`${t.limits.perKey.concurrency} per ${t.limits.perKey.argument}`);
+  if (t.limits.rate) parts.push(`${t.limits.rate.starts} starts per ${t.limits.rate.intervalMs} ms`);
+  return parts.length > 0 ? parts.join(', ') : '–';
+}
+
 /** The queue's status: by tool, and by fairness key. */
 export interface QueueStatus {
   tools: ToolQueueView[];

@@ -39,61 +39,66 @@ export class QueueSharingMetrics implements OnModuleInit {
     const taskTools = this.tools.listTools().filter((t) => t.taskSupport !== 'forbidden');
     const limited = taskTools.filter((t) => t.limits?.concurrency !== undefined);
     for (const t of taskTools) this.claimWait.zero({ tool: t.name });
-    const registers = [this.metrics.registry];
     const read = (): ReturnType<ToolQueueRepository['gauges']> => this.read();
-    const logger = this.logger;
-    const repoPaused = (): Promise<string[]> => this.repo.pausedTools();
-    new Gauge({
-      name: 'mcp_task_queue_waiting',
-      help: "Queued tasks in the database by tool and why they wait: paused (the tool's queue), limit (a limit the tool declares), fair_share (other callers run fewer, they go first), no_slot (every worker slot is busy).",
-      labelNames: ['tool', 'reason'] as const,
-      registers,
-      async collect() {
-        try {
-          const { waiting } = await read();
-          for (const t of taskTools) for (const reason of REASONS) this.set({ tool: t.name, reason }, 0);
-          for (const w of waiting) this.set({ tool: w.tool, reason: w.reason }, w.n);
-        } catch (err) {
-          this.reset();
-          logger.warn(`mcp_task_queue_waiting: ${errorMessage(err)}`);
-        }
+    this.databaseGauge(
+      'mcp_task_queue_waiting',
+      "Queued tasks in the database by tool and why they wait: paused (the tool's queue), limit (a limit the tool declares), fair_share (other callers run fewer, they go first), no_slot (every worker slot is busy).",
+      ['tool', 'reason'],
+      async (set) => {
+        const { waiting } = await read();
+        for (const t of taskTools) for (const reason of REASONS) set({ tool: t.name, reason }, 0);
+        for (const w of waiting) set({ tool: w.tool, reason: w.reason }, w.n);
       },
-    });
-    new Gauge({
-      name: 'mcp_tool_limit_in_use',
-      help: 'Runs of a tool that declares limits.concurrency going on across the cluster (leases not lapsed), by tool.',
-      labelNames: ['tool'] as const,
-      registers,
-      async collect() {
-        try {
-          const { limited: running } = await read();
-          for (const t of limited)
-            this.set({ tool: t.name }, running.find((r) => r.tool === t.name)?.running ?? 0);
-        } catch (err) {
-          this.reset();
-          logger.warn(`mcp_tool_limit_in_use: ${errorMessage(err)}`);
-        }
+    );
+    this.databaseGauge(
+      'mcp_tool_limit_in_use',
+      'Runs of a tool that declares limits.concurrency going on across the cluster (leases not lapsed), by tool.',
+      ['tool'],
+      async (set) => {
+        const { limited: running } = await read();
+        for (const t of limited) set({ tool: t.name }, running.find((r) => r.tool === t.name)?.running ?? 0);
       },
-    });
+    );
+    this.databaseGauge(
+      'mcp_tool_queue_paused',
+      "1 while a tool's queue is paused by an operator (queue pause), else 0, by tool.",
+      ['tool'],
+      async (set) => {
+        const paused = new Set(await this.repo.pausedTools());
+        for (const t of taskTools) set({ tool: t.name }, paused.has(t.name) ? 1 : 0);
+      },
+    );
     const capacity = new Gauge({
       name: 'mcp_tool_limit_capacity',
       help: 'The runs at once a tool declares (limits.concurrency), by tool: saturation is in_use / capacity.',
       labelNames: ['tool'] as const,
-      registers,
+      registers: [this.metrics.registry],
     });
     for (const t of limited) capacity.set({ tool: t.name }, t.limits?.concurrency ?? 0);
+  }
+
+  /**
+   * A gauge set at scrape time from a database read; a read that fails leaves the gauge out of that scrape
+   * (Prometheus marks it stale) instead of showing the numbers from before.
+   */
+  private databaseGauge(
+    name: string,
+    help: string,
+    labelNames: string[],
+    fill: (set: (labels: Record<string, string>, value: number) => void) => Promise<void>,
+  ): void {
+    const logger = this.logger;
     new Gauge({
-      name: 'mcp_tool_queue_paused',
-      help: "1 while a tool's queue is paused by an operator (queue pause), else 0, by tool.",
-      labelNames: ['tool'] as const,
-      registers,
+      name,
+      help,
+      labelNames,
+      registers: [this.metrics.registry],
       async collect() {
         try {
-          const paused = new Set(await repoPaused());
-          for (const t of taskTools) this.set({ tool: t.name }, paused.has(t.name) ? 1 : 0);
+          await fill((labels, value) => this.set(labels, value));
         } catch (err) {
           this.reset();
-          logger.warn(`mcp_tool_queue_paused: ${errorMessage(err)}`);
+          logger.warn(`${name}: ${errorMessage(err)}`);
         }
       },
     });
