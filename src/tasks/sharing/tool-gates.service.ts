@@ -1,5 +1,11 @@
 import { createHash } from 'node:crypto';
-import { Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import {
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+  type OnModuleDestroy,
+  type OnModuleInit,
+} from '@nestjs/common';
 import { PgBusService } from '../../bus/pg-bus.service.js';
 import { errorMessage } from '../../common/error-message.js';
 import { limitKeyOf, type LimitsPolicy } from '../../tool-dispatch/tool-limits.js';
@@ -26,9 +32,14 @@ export interface QueueFields {
  * 2026-07-28 inline window, a resume, a lease whose commit answer was lost) knows to queue instead.
  */
 @Injectable()
-export class ToolGates implements OnApplicationBootstrap, OnModuleDestroy {
+export class ToolGates implements OnModuleInit, OnApplicationBootstrap, OnModuleDestroy {
   private readonly logger = new Logger(ToolGates.name);
   private paused = new Set<string>();
+  /**
+   * The limits each tool declares, read once from the registry (fixed after boot): asked on every call and
+   * every run's end, so it adds no lookup to a tools/call's one.
+   */
+  private readonly limits = new Map<string, LimitsPolicy>();
   private readonly offs: (() => void)[] = [];
 
   constructor(
@@ -37,6 +48,11 @@ export class ToolGates implements OnApplicationBootstrap, OnModuleDestroy {
     private readonly bus: PgBusService,
     private readonly config: TasksConfig,
   ) {}
+
+  /** Runs after the tool registry's own onModuleInit (TasksModule imports ToolDispatchModule). */
+  onModuleInit(): void {
+    for (const t of this.tools.listTools()) if (t.limits) this.limits.set(t.name, t.limits);
+  }
 
   async onApplicationBootstrap(): Promise<void> {
     this.offs.push(
@@ -56,7 +72,7 @@ export class ToolGates implements OnApplicationBootstrap, OnModuleDestroy {
   }
 
   /** The limits `tool` declares (undefined: none, or no such tool here). */
-  limitsOf = (tool: string): LimitsPolicy | undefined => this.tools.getTool(tool)?.limits;
+  limitsOf = (tool: string): LimitsPolicy | undefined => this.limits.get(tool);
 
   /** Whether `tool`'s queue is paused, as this instance last heard (the claim reads it exactly). */
   isPaused(tool: string): boolean {
