@@ -19,7 +19,8 @@ describe('an inline call queued for want of a slot keeps its checkpoint', () => 
       DATABASE_URL: db.url,
       MCP_CONFORMANCE_FIXTURES: 'true',
       TASK_WORKER_CONCURRENCY: '1',
-      TASK_INLINE_WINDOW_MS: '1000',
+      // Long enough for the legacy task below to take the slot first, even on a loaded machine.
+      TASK_INLINE_WINDOW_MS: '2000',
     });
   });
   afterAll(async () => {
@@ -29,11 +30,11 @@ describe('an inline call queued for want of a slot keeps its checkpoint', () => 
 
   it('resumes the queued task from the inline checkpoint, as attempt 2', async () => {
     const url = `${server.baseUrl}/mcp`;
-    const call = modern(url, 'tools/call', { name: 'durable_steps', arguments: { steps: 10, stepMs: 150 } });
+    const call = modern(url, 'tools/call', { name: 'durable_steps', arguments: { steps: 20, stepMs: 150 } });
     await sleep(300);
     // A legacy task takes the only slot while the call runs inline.
     const client = await LegacyClient.open(url);
-    await client.createTask('slow_compute', { seconds: 2 });
+    await client.createTask('slow_compute', { seconds: 3 });
     const created = responseOf(await call).result;
     expect(created.resultType).toBe('task');
     const done = await waitFor(
@@ -43,7 +44,7 @@ describe('an inline call queued for want of a slot keeps its checkpoint', () => 
     );
     expect(done.status).toBe('completed');
     const out = done.result.structuredContent;
-    expect(out.completedSteps).toBe(10);
+    expect(out.completedSteps).toBe(20);
     expect(out.attempts).toBe(2);
     expect(out.resumedFromStep).toBeGreaterThanOrEqual(3);
     const row = await withClient(
