@@ -37,6 +37,7 @@ export async function runQueueCommand(args: string[], s: CliServices, io: CliIo)
         'limit_wait',
         'claimable',
         'delayed',
+        'lapsed',
         'limits',
       ].join('\t'),
     );
@@ -51,6 +52,7 @@ export async function runQueueCommand(args: string[], s: CliServices, io: CliIo)
           t.waitingBy.limit,
           t.waitingBy.claimable,
           t.waitingBy.delayed,
+          t.waitingBy.lapsed,
           limitsText(t),
         ].join('\t'),
       );

@@ -593,6 +593,25 @@ describe('the /admin console over HTTP (real AppModule, SSO proxy and API keys)'
       expect(await paused()).toBe(false);
     });
 
+    it('offers Resume, and no Pause, for a paused tool this deployment no longer serves', async () => {
+      // A tool paused before a deploy that removed it: its row stays, and so must a way to lift the pause.
+      await withClient(db.url, (c) =>
+        c.query(
+          `INSERT INTO tool_queue (tool_name, paused, changed_at, changed_by) VALUES ('retired_tool', true, now(), 'cli')`,
+        ),
+      );
+      const page = await http().get('/admin/queue').set(ADMIN).expect(200);
+      expect(page.text).toMatch(/<tr data-tool="retired_tool" class="hit">[\s\S]*?\(not served here\)/);
+      expect(page.text).toContain('action="/admin/queue/retired_tool/resume"');
+      expect(page.text).not.toContain('action="/admin/queue/retired_tool/pause"');
+      const resumed = await post('/admin/queue/retired_tool/resume', csrfOf(page.text));
+      expect(resumed.headers.location).toBe('/admin/queue?flash=resumed');
+      const after = await http().get('/admin/queue').set(ADMIN).expect(200);
+      expect(after.text).not.toContain('retired_tool');
+      // Pausing it again is refused: there is no such tool here.
+      expect((await post('/admin/queue/retired_tool/pause', csrfOf(after.text))).status).toBe(404);
+    });
+
     it('serves its own stylesheet and script with a CSP that allows nothing inline', async () => {
       const css = await http().get('/admin/assets/console.css').set(ADMIN).expect(200);
       expect(css.headers['content-type']).toMatch(/^text\/css/);

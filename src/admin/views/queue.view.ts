@@ -5,7 +5,7 @@ export const QUEUE_VIEW = `{{#> layout title="Queue" nav="queue"}}
 the limits each tool declares. A paused tool's calls are accepted and wait; running ones finish. Pausing and
 resuming hold on every instance and are recorded in the audit trail.</p>
 <table class="list" id="queue-tools">
-  <thead><tr><th>Tool</th><th>Paused</th><th>Running</th><th>Waiting</th><th>Paused wait</th><th>Limit wait</th><th>Claimable</th><th>Backoff</th><th>Limits</th><th></th></tr></thead>
+  <thead><tr><th>Tool</th><th>Paused</th><th>Running</th><th>Waiting</th><th>Paused wait</th><th>Limit wait</th><th>Claimable</th><th>Backoff</th><th title="Leased by an instance whose lease lapsed; recovery queues them again">Lease lapsed</th><th>Limits</th><th></th></tr></thead>
   <tbody>
   {{#each tools}}
     <tr data-tool="{{tool}}"{{#if paused}} class="hit"{{/if}}>
@@ -17,14 +17,16 @@ resuming hold on every instance and are recorded in the audit trail.</p>
       <td>{{waitingBy.limit}}</td>
       <td>{{waitingBy.claimable}}</td>
       <td>{{waitingBy.delayed}}</td>
+      <td>{{waitingBy.lapsed}}</td>
       <td>{{limitsText}}</td>
-      <td>{{#unless unknown}}<form method="post" action="/admin/queue/{{url tool}}/{{#if paused}}resume{{else}}pause{{/if}}">
-        <input type="hidden" name="_csrf" value="{{../csrf}}">
-        {{#if paused}}<button type="submit">Resume</button>{{else}}<button type="submit" class="danger">Pause</button>{{/if}}
-      </form>{{/unless}}</td>
+      <td>{{#if paused}}<form method="post" action="/admin/queue/{{url tool}}/resume">
+        <input type="hidden" name="_csrf" value="{{../csrf}}"><button type="submit">Resume</button>
+      </form>{{else}}{{#unless unknown}}<form method="post" action="/admin/queue/{{url tool}}/pause">
+        <input type="hidden" name="_csrf" value="{{../csrf}}"><button type="submit" class="danger">Pause</button>
+      </form>{{/unless}}{{/if}}</td>
     </tr>
   {{else}}
-    <tr><td colspan="10" class="empty">No tool here can run as a task.</td></tr>
+    <tr><td colspan="11" class="empty">No tool here can run as a task.</td></tr>
   {{/each}}
   </tbody>
 </table>

@@ -1,7 +1,7 @@
 import type { AuditTrail } from '../../audit/audit-trail.service.js';
 import type { LimitsPolicy } from '../../tool-dispatch/tool-limits.js';
 import type { ToolDescriptor } from '../../tool-dispatch/tool-dispatch.types.js';
-import type { PauseChange, ToolQueueRepository } from '../store/tool-queue.repository.js';
+import type { PauseChange, ToolQueueCounts, ToolQueueRepository } from '../store/tool-queue.repository.js';
 
 /** Why a pause or resume was refused. */
 export class QueueControlError extends Error {
@@ -18,9 +18,9 @@ export interface ToolQueueView {
   tool: string;
   paused: boolean;
   running: number;
-  /** Queued tasks: all, and by why they wait. */
+  /** Tasks waiting to run: all, and by why (ToolQueueCounts.waiting says what each reason is). */
   waiting: number;
-  waitingBy: { paused: number; limit: number; claimable: number; delayed: number };
+  waitingBy: ToolQueueCounts['waiting'];
   /** The limits the tool declares (none: {}), with what they have in use cluster-wide. */
   limits: LimitsPolicy;
   /** Tasks of a tool this server no longer has (a paused one, or ones created before a deploy). */
@@ -77,12 +77,12 @@ export class QueueControl {
     ]);
     const tools = [...names].sort().map((name): ToolQueueView => {
       const r = byTool.get(name);
-      const waitingBy = r?.waiting ?? { paused: 0, limit: 0, claimable: 0, delayed: 0 };
+      const waitingBy = r?.waiting ?? { paused: 0, limit: 0, claimable: 0, delayed: 0, lapsed: 0 };
       return {
         tool: name,
         paused: r?.paused ?? false,
         running: r?.running ?? 0,
-        waiting: waitingBy.paused + waitingBy.limit + waitingBy.claimable + waitingBy.delayed,
+        waiting: Object.values(waitingBy).reduce((a, b) => a + b, 0),
         waitingBy,
         limits: served.get(name)?.limits ?? {},
         unknown: !served.has(name),

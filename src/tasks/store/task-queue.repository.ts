@@ -325,14 +325,18 @@ export class TaskQueueRepository {
     }));
   }
 
-  /** The queue's depth (all instances), read on task_claim_idx, with the database clock's view of "due". */
+  /**
+   * The queue's depth (all instances), with the database clock's view of "due". Tasks past their expiry are
+   * not counted: the claim never starts them, and expiry ends them.
+   */
   async depth(): Promise<QueueDepth> {
     const [r] = await this.dataSource.query<Row[]>(
       `SELECT count(*) FILTER (WHERE available_at <= now())::int AS ready,
               count(*) FILTER (WHERE available_at > now())::int AS delayed,
               (extract(epoch FROM (min(available_at) FILTER (WHERE available_at > now()) - now())) * 1000)::float8
                 AS next_ms
-         FROM task WHERE status = 'working' AND instance_id IS NULL AND available_at IS NOT NULL`,
+         FROM task WHERE status = 'working' AND instance_id IS NULL AND available_at IS NOT NULL
+          AND expires_at > now()`,
     );
     return {
       ready: toNumber(r.ready),

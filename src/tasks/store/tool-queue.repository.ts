@@ -8,6 +8,11 @@ import { TaskChangePublisher } from './task-change-publisher.js';
 import { bySession, NOW_MS, rowToSnapshot, SNAPSHOT_COLUMNS, toNumber, type Row } from './task-row.mapper.js';
 import { TaskTransactions } from './task-transactions.js';
 
+/** A task not ended and not past its expiry (expiry ends it; the claim never starts it). */
+const LIVE = `status = 'working' AND expires_at > now()`;
+/** Leased, and the lease has not lapsed: a run the limits count. */
+const LEASE_HELD = `(instance_id IS NOT NULL AND lease_expires_at > now())`;
+
 /** Why a queued task waits, as the queue's status and metrics report it. */
 export type WaitReason = 'paused' | 'limit' | 'fair_share' | 'no_slot';
 
@@ -15,9 +20,14 @@ export type WaitReason = 'paused' | 'limit' | 'fair_share' | 'no_slot';
 export interface ToolQueueCounts {
   tool: string;
   paused: boolean;
+  /** Runs whose lease has not lapsed: what the tool's limits count. */
   running: number;
-  /** Queued tasks by why they wait ('fair_share' and 'no_slot' are both "claimable"; see QueueStatusRows). */
-  waiting: Record<'paused' | 'limit' | 'claimable' | 'delayed', number>;
+  /**
+   * Tasks waiting to run, by why: held by a pause or a limit, claimable now ('fair_share' and 'no_slot' of
+   * the metrics), delayed by a retry backoff, or `lapsed`: leased by an instance whose lease lapsed (it died
+   * or lost the database), waiting for recovery to queue them again.
+   */
+  waiting: Record<'paused' | 'limit' | 'claimable' | 'delayed' | 'lapsed', number>;
 }
 
 /** The queue by tool and by fairness key, read in one snapshot. */
@@ -141,7 +151,7 @@ export class ToolQueueRepository {
       this.dataSource.query<Row[]>(
         `WITH q AS (
            SELECT tool_name, fairness_key, queue_hold, available_at <= now() AS ready
-             FROM task WHERE status = 'working' AND instance_id IS NULL),
+             FROM task WHERE ${LIVE} AND instance_id IS NULL),
          running AS (
            SELECT fairness_key, count(*) AS n FROM task
             WHERE status = 'working' AND instance_id IS NOT NULL GROUP BY fairness_key),
@@ -177,27 +187,30 @@ export class ToolQueueRepository {
   }
 
   /**
-   * The queue's status: per tool, running and queued tasks by why they wait; per fairness key, running and
-   * waiting. Reads the live rows only (task_queue_fair_idx, task_running_fair_idx).
+   * The queue's status: per tool, running and waiting tasks by why they wait; per fairness key, running and
+   * waiting. It counts as the claim does: a run is one whose lease has not lapsed (a lapsed one waits for
+   * recovery), and a task past its expiry is neither running nor waiting (expiry ends it, the claim never
+   * starts it). Reads the live rows only (task_queue_fair_idx, task_running_fair_idx).
    */
   async status(): Promise<QueueStatusRows> {
     const [toolRows, keyRows, pausedRows] = await Promise.all([
       this.dataSource.query<Row[]>(
         `SELECT tool_name,
-                count(*) FILTER (WHERE instance_id IS NOT NULL)::int AS running,
+                count(*) FILTER (WHERE ${LEASE_HELD})::int AS running,
+                count(*) FILTER (WHERE instance_id IS NOT NULL AND NOT ${LEASE_HELD})::int AS lapsed,
                 count(*) FILTER (WHERE instance_id IS NULL AND queue_hold = 'paused')::int AS paused,
                 count(*) FILTER (WHERE instance_id IS NULL AND queue_hold = 'limit' AND available_at > now())::int AS limited,
                 count(*) FILTER (WHERE instance_id IS NULL AND queue_hold IS DISTINCT FROM 'paused'
                                    AND available_at <= now())::int AS claimable,
                 count(*) FILTER (WHERE instance_id IS NULL AND queue_hold IS NULL AND available_at > now())::int AS delayed
-           FROM task WHERE status = 'working' GROUP BY tool_name`,
+           FROM task WHERE ${LIVE} GROUP BY tool_name`,
       ),
       this.dataSource.query<Row[]>(
         `SELECT fairness_key,
-                count(*) FILTER (WHERE instance_id IS NOT NULL)::int AS running,
-                count(*) FILTER (WHERE instance_id IS NULL)::int AS waiting,
+                count(*) FILTER (WHERE ${LEASE_HELD})::int AS running,
+                count(*) FILTER (WHERE NOT ${LEASE_HELD})::int AS waiting,
                 count(*) FILTER (WHERE instance_id IS NULL AND available_at <= now())::int AS claimable
-           FROM task WHERE status = 'working' GROUP BY fairness_key ORDER BY fairness_key`,
+           FROM task WHERE ${LIVE} GROUP BY fairness_key ORDER BY fairness_key`,
       ),
       this.dataSource.query<Row[]>(
         `SELECT tool_name, changed_at, changed_by FROM tool_queue WHERE paused ORDER BY tool_name`,
@@ -216,6 +229,7 @@ export class ToolQueueRepository {
           limit: toNumber(r.limited),
           claimable: toNumber(r.claimable),
           delayed: toNumber(r.delayed),
+          lapsed: toNumber(r.lapsed),
         },
       });
     }
@@ -225,7 +239,7 @@ export class ToolQueueRepository {
           tool,
           paused: true,
           running: 0,
-          waiting: { paused: 0, limit: 0, claimable: 0, delayed: 0 },
+          waiting: { paused: 0, limit: 0, claimable: 0, delayed: 0, lapsed: 0 },
         });
       }
     }

@@ -18,7 +18,8 @@ export interface LedgerExport {
  * A stand-in for an ERP's export API, the kind of downstream `erp_export` protects: it runs at most two
  * exports at once, and one per company (an export locks the company's ledger), and refuses anything beyond
  * that instead of queueing it. The tool's declared limits keep every instance of the server inside those
- * rules; `busiest` records the most exports this process ever had going at once, for tests.
+ * rules; `busiest` records the most exports this process ever had going at once and `refused` how many it
+ * turned away, for tests.
  */
 @Injectable()
 export class ErpClient {
@@ -26,14 +27,17 @@ export class ErpClient {
   private readonly running = new Map<string, number>();
   private total = 0;
   busiest = 0;
+  refused = 0;
 
   constructor(private readonly config: ExamplesConfig) {}
 
   async exportLedger(company: string, period: string, signal: AbortSignal): Promise<LedgerExport> {
     if (this.total >= ErpClient.MAX_EXPORTS) {
+      this.refused++;
       throw new ErpBusyError(`the ERP runs ${ErpClient.MAX_EXPORTS} exports at once and refused another`);
     }
     if ((this.running.get(company) ?? 0) > 0) {
+      this.refused++;
       throw new ErpBusyError(`the ledger of ${company} is locked by another export`);
     }
     this.total++;
