@@ -43,10 +43,14 @@ function maxOverlap(runs: Run[]): number {
 }
 
 /** A series of a spawned server's /metrics: the value of the line with exactly these labels (NaN if none). */
-async function metric(server: ServerProcess, name: string, labels: string): Promise<number> {
-  const text = await (await fetch(`${server.baseUrl}/metrics`)).text();
+/** The value of one series in a /metrics text; NaN when it is not there. */
+function sample(text: string, name: string, labels: string): number {
   const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}} `));
   return line === undefined ? NaN : Number(line.split(' ').pop());
+}
+
+async function metric(server: ServerProcess, name: string, labels: string): Promise<number> {
+  return sample(await (await fetch(`${server.baseUrl}/metrics`)).text(), name, labels);
 }
 
 /**
@@ -274,14 +278,19 @@ describe('sharing the task queue (spawned servers, one database)', () => {
       { what: 'a task waiting for the limit of limited_job', timeoutMs: 5000, intervalMs: 20 },
     );
     // The gauges say the same, from either instance (read from the database).
-    expect(await metric(two, 'mcp_tool_limit_capacity', 'tool="limited_job"')).toBe(2);
-    expect(await metric(two, 'mcp_tool_limit_in_use', 'tool="limited_job"')).toBe(2);
+    // One scrape: its numbers are one snapshot of the database. limited_job declares 1 per key, so each of the
+    // two runs holds its key at the limit.
+    const scrape = await (await fetch(`${two.baseUrl}/metrics`)).text();
+    expect(sample(scrape, 'mcp_tool_limit_capacity', 'tool="limited_job",limit="concurrency"')).toBe(2);
+    expect(sample(scrape, 'mcp_tool_limit_in_use', 'tool="limited_job",limit="concurrency"')).toBe(2);
+    expect(sample(scrape, 'mcp_tool_limit_per_key_saturated', 'tool="limited_job"')).toBe(2);
     expect(await metric(one, 'mcp_task_queue_waiting', 'tool="limited_job",reason="limit"')).toBeGreaterThan(
       0,
     );
     const runs: Run[] = (await Promise.all(distinct.map((t) => t.result()))).map((r) => r.structuredContent);
     expect(maxOverlap(runs)).toBe(2);
-    expect(await metric(one, 'mcp_tool_limit_in_use', 'tool="limited_job"')).toBe(0);
+    expect(await metric(one, 'mcp_tool_limit_in_use', 'tool="limited_job",limit="concurrency"')).toBe(0);
+    expect(await metric(one, 'mcp_tool_limit_per_key_saturated', 'tool="limited_job"')).toBe(0);
     const sameKey = await Promise.all(
       Array.from({ length: 3 }, (_, i) =>
         i === 1

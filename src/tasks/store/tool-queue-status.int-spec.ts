@@ -28,13 +28,18 @@ describe('queue status counts as the claim does (real PostgreSQL)', () => {
     await db?.drop();
   });
 
-  /** One task of tool `slow`, share `k`: queued (instance null) or leased to `instance`. */
-  const task = async (instance: string | null): Promise<string> => {
+  /** One task of `tool` (default `slow`), share `k`: queued (instance null) or leased to `instance`. */
+  const task = async (
+    instance: string | null,
+    tool = 'slow',
+    limitKey: string | null = null,
+  ): Promise<string> => {
     const row = {
       ...newTaskRow(randomUUID(), 'owner-k'),
-      toolName: 'slow',
+      toolName: tool,
       fairnessKey: 'k',
       instanceId: instance,
+      limitKey,
     };
     const t = await web
       .get(TaskCreationRepository)
@@ -66,6 +71,7 @@ describe('queue status counts as the claim does (real PostgreSQL)', () => {
 
     const gauges = await web.get(ToolQueueRepository).gauges();
     expect(gauges.waiting).toEqual([{ tool: 'slow', reason: 'no_slot', n: 1 }]);
+    expect(gauges.running).toEqual([]); // 'slow' declares no limit: its runs have no limit key
     const depth = await web.get(TaskQueueRepository).depth();
     expect(depth).toMatchObject({ ready: 1, delayed: 0 });
 
@@ -73,5 +79,33 @@ describe('queue status counts as the claim does (real PostgreSQL)', () => {
     const claimed = await web.get(TaskQueueRepository).claim(randomUUID(), 5, 30000);
     expect(claimed.map((c) => c.task.id)).not.toContain(expired);
     expect(claimed).toHaveLength(1);
+  });
+
+  it("reads each limit's use in one snapshot: runs by limit key (lapsed leases left out), starts in the rate interval", async () => {
+    const dead = randomUUID();
+    await task(randomUUID(), 'erp', 'acme');
+    await task(randomUUID(), 'erp', 'acme');
+    await task(randomUUID(), 'erp', 'globex');
+    const lapsed = await task(dead, 'erp', 'initech');
+    await sql(`UPDATE task SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [lapsed]);
+    await sql(
+      `INSERT INTO tool_run_start (tool_name, started_at)
+       VALUES ('erp', now()), ('erp', now() - interval '10 seconds'), ('erp', now() - interval '2 minutes'),
+              ('other', now())`,
+      [],
+    );
+
+    const gauges = await web.get(ToolQueueRepository).gauges([
+      { tool: 'erp', intervalMs: 60_000 },
+      { tool: 'quiet', intervalMs: 1000 },
+    ]);
+    expect([...gauges.running].sort((a, b) => a.key.localeCompare(b.key))).toEqual([
+      { tool: 'erp', key: 'acme', n: 2 },
+      { tool: 'erp', key: 'globex', n: 1 },
+    ]);
+    expect(gauges.started).toEqual([
+      { tool: 'erp', n: 2 },
+      { tool: 'quiet', n: 0 },
+    ]);
   });
 });

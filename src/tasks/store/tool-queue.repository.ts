@@ -39,6 +39,16 @@ export interface QueueStatusRows {
   paused: { tool: string; changedAt: Date; changedBy: string | null }[];
 }
 
+/** What the queue's gauges read (ToolQueueRepository.gauges). */
+export interface QueueGauges {
+  /** Queued tasks by tool and why they wait. */
+  waiting: { tool: string; reason: WaitReason; n: number }[];
+  /** Runs of tools that declare limits, leases not lapsed, by tool and limit key ('' without perKey). */
+  running: { tool: string; key: string; n: number }[];
+  /** Starts inside the rate interval, for each tool asked about. */
+  started: { tool: string; n: number }[];
+}
+
 /** A pause or resume as it landed. */
 export interface PauseChange {
   /** False when the tool already was in that state (nothing changed, nothing recorded). */
@@ -137,18 +147,18 @@ export class ToolQueueRepository {
   }
 
   /**
-   * What the queue's gauges read at scrape time, in one snapshot: queued tasks by tool and why they wait, and
-   * the runs the tools' limits count (leased, lease not lapsed) by tool. A claimable task waits for its
-   * `fair_share` when its fairness key already runs more tasks than the key with work waiting that runs the
-   * fewest (the next free slot goes to that one), else for `no_slot`. Tasks delayed by a retry backoff are
-   * not here (mcp_task_queue_depth{state="delayed"} counts them).
+   * What the queue's gauges read at scrape time, in one snapshot: queued tasks by tool and why they wait; the
+   * runs the limits count (leased, lease not lapsed) by tool and limit key; and, for each tool in `rates`,
+   * its starts inside its rate interval. A claimable task waits for its `fair_share` when its fairness key
+   * already runs more tasks than the key with work waiting that runs the fewest (the next free slot goes to
+   * that one), else for `no_slot`. Tasks delayed by a retry backoff are not here
+   * (mcp_task_queue_depth{state="delayed"} counts them), nor are tasks past their expiry.
    */
-  async gauges(): Promise<{
-    waiting: { tool: string; reason: WaitReason; n: number }[];
-    limited: { tool: string; running: number }[];
-  }> {
-    const [waiting, limited] = await Promise.all([
-      this.dataSource.query<Row[]>(
+  async gauges(rates: readonly { tool: string; intervalMs: number }[] = []): Promise<QueueGauges> {
+    return this.transactions.tx(async (m) => {
+      // One snapshot for the three reads: a run that starts between them is counted once or not at all.
+      await m.query(`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`);
+      const waiting = await m.query<Row>(
         `WITH q AS (
            SELECT tool_name, fairness_key, queue_hold, available_at <= now() AS ready
              FROM task WHERE ${LIVE} AND instance_id IS NULL),
@@ -168,22 +178,36 @@ export class ToolQueueRepository {
            FROM q LEFT JOIN running r USING (fairness_key)
           WHERE q.queue_hold IS NOT NULL OR q.ready
           GROUP BY 1, 2`,
-      ),
-      this.dataSource.query<Row[]>(
-        `SELECT tool_name, count(*)::int AS n FROM task
-          WHERE status = 'working' AND instance_id IS NOT NULL AND limit_key IS NOT NULL
-            AND lease_expires_at > now()
-          GROUP BY tool_name`,
-      ),
-    ]);
-    return {
-      waiting: waiting.map((r) => ({
-        tool: r.tool_name as string,
-        reason: r.reason as WaitReason,
-        n: toNumber(r.n),
-      })),
-      limited: limited.map((r) => ({ tool: r.tool_name as string, running: toNumber(r.n) })),
-    };
+      );
+      const limited = await m.query<Row>(
+        `SELECT tool_name, limit_key, count(*)::int AS n FROM task
+          WHERE status = 'working' AND limit_key IS NOT NULL AND ${LEASE_HELD}
+          GROUP BY tool_name, limit_key`,
+      );
+      const started =
+        rates.length === 0
+          ? []
+          : await m.query<Row>(
+              `SELECT r.tool AS tool_name,
+                      (SELECT count(*)::int FROM tool_run_start s
+                        WHERE s.tool_name = r.tool AND s.started_at > now() - r.ms * interval '1 millisecond') AS n
+                 FROM unnest($1::text[], $2::int[]) AS r(tool, ms)`,
+              [rates.map((r) => r.tool), rates.map((r) => Math.floor(r.intervalMs))],
+            );
+      return {
+        waiting: waiting.map((r) => ({
+          tool: r.tool_name as string,
+          reason: r.reason as WaitReason,
+          n: toNumber(r.n),
+        })),
+        running: limited.map((r) => ({
+          tool: r.tool_name as string,
+          key: r.limit_key as string,
+          n: toNumber(r.n),
+        })),
+        started: started.map((r) => ({ tool: r.tool_name as string, n: toNumber(r.n) })),
+      };
+    });
   }
 
   /**
