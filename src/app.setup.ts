@@ -3,9 +3,9 @@ import { Logger } from '@nestjs/common';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
-import type { Socket } from 'node:net';
 import { ServerConfig } from './config/server.config.js';
 import { ProtocolConfig } from './protocol/protocol.config.js';
+import { ConnectionTracker } from './lifecycle/connection-tracker.service.js';
 import { LifecycleService } from './lifecycle/lifecycle.service.js';
 import { InstancesConfig } from './instances/instances.config.js';
 import { requestContext } from './logging/request-context.js';
@@ -46,21 +46,16 @@ function sendEdgeError(
 /**
  * Once a drain is announced, a connection carries no further request: an answer whose headers are still to
  * go says `Connection: close` (nginx then never reuses the connection). An answer whose headers went out
- * before the announce (a stream ended at the announce, a call answered over SSE) cannot say so; while the
- * instance still serves, its connection is left open, so a balancer's next request on it is answered (with
- * `Connection: close`) instead of racing a close from this side, which nginx meets as a reset and answers
- * with a 502 for a POST. Such a connection left idle is closed by the balancer's own idle timeout, shorter
- * than the drain delay. Once the drain has begun no request would be served on it: it is ended then.
+ * before the announce (a stream ended at the announce, a call answered over SSE) cannot say so; its connection
+ * stays open until the balancer closes it or it has been idle for the drain delay (ConnectionTracker), and a
+ * request the balancer sends on it meanwhile is served, with `Connection: close`.
  */
-function closeWhenDraining(lifecycle: LifecycleService, req: Request, res: Response): void {
+function closeAfterAnswerOnceAnnounced(lifecycle: LifecycleService, res: Response): void {
   const writeHead = res.writeHead.bind(res) as (...args: unknown[]) => Response;
   res.writeHead = ((...args: unknown[]): Response => {
     if (lifecycle.drainAnnounced && !res.headersSent) res.setHeader('Connection', 'close');
     return writeHead(...args);
   }) as Response['writeHead'];
-  res.once('finish', () => {
-    if (lifecycle.draining) req.socket.end();
-  });
 }
 
 /**
@@ -94,17 +89,15 @@ export function configureApp(app: INestApplication): void {
 
   // Graceful shutdown stops listening just before the drain begins, so a connection accepted in that last
   // moment (nginx opens one per request while this instance answers `Connection: close`) may bring its
-  // request after the drain began. It was sent while the instance listened, and nginx does not retry a POST
-  // it has sent: that first request is served. Requests on connections accepted later, or kept from an
-  // earlier request, are refused by the drain.
-  const admitted = new WeakSet<Socket>();
-  (app.getHttpServer() as Server).on('connection', (socket: Socket) => {
-    if (!lifecycle.draining) admitted.add(socket);
-  });
+  // request after the drain began, and a connection whose last answer kept it open may bring one until the
+  // balancer's idle timeout closes it. Either was sent while the balancer had every reason to, and nginx
+  // does not retry a POST it has sent: such a request is served. Only a connection accepted once the drain
+  // began (none, outside tests: the listener is closed by then) is refused.
+  const connections = app.get(ConnectionTracker);
+  connections.attach(app.getHttpServer() as Server);
 
   app.use((req: Request, res: Response, next: NextFunction) => {
-    // Every request takes its connection's admission, so only a connection's first request can hold one.
-    const admittedFirst = admitted.delete(req.socket);
+    const admitted = connections.requestStarted(req.socket);
     const incoming = req.header('x-request-id');
     const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : randomUUID();
     res.setHeader('x-request-id', requestId);
@@ -116,6 +109,7 @@ export function configureApp(app: INestApplication): void {
     const finish = (): void => {
       if (done) return;
       done = true;
+      connections.answered(req.socket);
       lifecycle.requestFinished();
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       const route = (req.route as { path?: string } | undefined)?.path;
@@ -127,9 +121,9 @@ export function configureApp(app: INestApplication): void {
     };
     res.once('finish', finish);
     res.once('close', finish);
-    closeWhenDraining(lifecycle, req, res);
+    closeAfterAnswerOnceAnnounced(lifecycle, res);
     requestContext.run(ctx, () => {
-      if (lifecycle.draining && isMcpPath(req) && !admittedFirst) {
+      if (lifecycle.draining && isMcpPath(req) && !admitted) {
         res.setHeader('Connection', 'close');
         res.setHeader('Retry-After', '5');
         sendEdgeError(req, res, 503, -32000, 'Server is shutting down; retry on another instance');

@@ -210,9 +210,10 @@ export class StreamHub implements OnModuleInit, OnApplicationShutdown {
       holder.retry.stop();
       if (this.holders.get(k) === holder) this.holders.delete(k);
     });
-    // Its headers went out before a drain announced since (while its priming was logged): it ends now, and
-    // the client reopens it elsewhere.
-    if (this.lifecycle.drainAnnounced && this.endsAtAnnounce(holder)) writer.end();
+    // A drain that began, or one announced since its headers went out (while its priming was logged), has
+    // already ended the streams it would end: this one ends now, and the client resumes it elsewhere.
+    if (this.lifecycle.draining || (this.lifecycle.drainAnnounced && this.endsAtAnnounce(holder)))
+      writer.end();
     else this.wake(sessionId, streamId);
   }
 
