@@ -59,6 +59,22 @@ describe('drain: connections an answer left open (real HTTP)', () => {
     app.get(LifecycleService).beginDrain();
     app.get(ConnectionTracker).closeIdleConnections();
   };
+  /**
+   * The connection is still open a while after the close, and the balancer's next request on it is answered
+   * (closing it), though the instance stopped listening and began draining.
+   */
+  const servesTheNextRequest = async (
+    conn: HeldConnection,
+    headers: Record<string, string>,
+  ): Promise<void> => {
+    await sleep(300);
+    expect(conn.ended).toBe(false);
+    const next = await conn.send('POST', '/mcp', { ...MCP_POST, ...headers }, PING).answer;
+    expect(next.status).toBe(200);
+    expect(next.headers.connection).toBe('close');
+    expect(JSON.parse(next.text)).toMatchObject({ jsonrpc: '2.0', id: 7, result: {} });
+    await conn.closedBy;
+  };
 
   it('keeps the connection of a stream that ended at the announce open past the close, and serves the next request on it', async () => {
     const user = asUser('drain-conn-user');
@@ -76,16 +92,7 @@ describe('drain: connections an answer left open (real HTTP)', () => {
     app.get(LifecycleService).announceDrain();
     await stream.answer; // the stream ends at the announce; the connection goes back to the balancer's pool
     await stopAndDrain();
-    await sleep(300);
-    expect(conn.ended).toBe(false);
-
-    // The balancer's next request on that connection, after the instance stopped listening and began draining.
-    const next = await conn.send('POST', '/mcp', { ...MCP_POST, ...sessionHeaders(session, user) }, PING)
-      .answer;
-    expect(next.status).toBe(200);
-    expect(next.headers.connection).toBe('close');
-    expect(JSON.parse(next.text)).toMatchObject({ jsonrpc: '2.0', id: 7, result: {} });
-    await conn.closedBy;
+    await servesTheNextRequest(conn, sessionHeaders(session, user));
   });
 
   it('keeps the connection of an SSE answer that the drain ended open, and serves the next request on it', async () => {
@@ -112,14 +119,7 @@ describe('drain: connections an answer left open (real HTTP)', () => {
     app.get(LifecycleService).announceDrain();
     await stopAndDrain();
     await call.answer; // the drain ends the request's stream; the client resumes it elsewhere
-    await sleep(300);
-    expect(conn.ended).toBe(false);
-
-    const next = await conn.send('POST', '/mcp', { ...MCP_POST, ...sessionHeaders(session, user) }, PING)
-      .answer;
-    expect(next.status).toBe(200);
-    expect(next.headers.connection).toBe('close');
-    await conn.closedBy;
+    await servesTheNextRequest(conn, sessionHeaders(session, user));
   });
 
   it('ends an idle kept connection once it has been idle for the drain delay, not at the close', async () => {
