@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { EventEmitter } from 'node:events';
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
 import { LifecycleConfig } from './lifecycle.config.js';
@@ -29,7 +30,8 @@ interface Connection {
 export class ConnectionTracker {
   private readonly open = new Map<Socket, Connection>();
   private closingIdle = false;
-  private onEmpty: (() => void) | undefined;
+  /** Emits 'empty' when the last tracked connection closes. */
+  private readonly events = new EventEmitter();
 
   constructor(
     private readonly lifecycle: LifecycleService,
@@ -46,10 +48,6 @@ export class ConnectionTracker {
       });
       socket.once('close', () => this.forget(socket));
     });
-  }
-
-  get openConnections(): number {
-    return this.open.size;
   }
 
   /**
@@ -88,15 +86,15 @@ export class ConnectionTracker {
   async allClosed(timeoutMs: number): Promise<boolean> {
     if (this.open.size === 0) return true;
     return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.onEmpty = undefined;
-        resolve(false);
-      }, timeoutMs);
-      this.onEmpty = () => {
+      const onEmpty = (): void => {
         clearTimeout(timer);
-        this.onEmpty = undefined;
         resolve(true);
       };
+      const timer = setTimeout(() => {
+        this.events.off('empty', onEmpty);
+        resolve(false);
+      }, timeoutMs);
+      this.events.once('empty', onEmpty);
     });
   }
 
@@ -117,6 +115,6 @@ export class ConnectionTracker {
     const conn = this.open.get(socket);
     if (conn) clearTimeout(conn.closeTimer);
     this.open.delete(socket);
-    if (this.open.size === 0) this.onEmpty?.();
+    if (this.open.size === 0) this.events.emit('empty');
   }
 }
